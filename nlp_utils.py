@@ -1,0 +1,201 @@
+"""Vocabulary, word vectors, batching and safe file output shared by every script."""
+import collections
+import gzip
+import io
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+
+EOS = '<eos>'
+UNK = '<unk>'
+
+
+class UserError(Exception):
+    """A problem with the user's input; the CLIs print its one-line message and exit 2."""
+
+
+def run_cli(main):
+    """Run `main()`, turning a UserError into one line on stderr and exit status 2."""
+    import sys
+    try:
+        main()
+    except UserError as error:
+        sys.stderr.write('error: {}\n'.format(error))
+        sys.exit(2)
+
+
+# ---------------------------------------------------------------- atomic output
+def _atomic_write(path, write, mode):
+    """Write through a temporary file in the same folder, then rename, so a crash
+    never leaves a half-written `path` behind."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def atomic_write_text(path, text):
+    _atomic_write(path, lambda f: f.write(text), 'w')
+
+
+def atomic_write_json(path, obj):
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + '\n')
+
+
+def atomic_savez(path, **arrays):
+    """np.savez without pickle: object arrays are refused at write time too."""
+    for name, array in arrays.items():
+        if np.asarray(array).dtype == object:
+            raise ValueError('refusing to save object array {!r} (would need pickle)'.format(name))
+    _atomic_write(path, lambda f: np.savez(f, **arrays), 'wb')
+
+
+def read_json(path, what='file'):
+    """Load JSON with a one-line error naming the file when it is missing or malformed."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise UserError('{} {} does not exist'.format(what, path))
+    except ValueError as e:
+        raise UserError('{} {} is not valid JSON ({}); re-create it'.format(what, path, e))
+
+
+# ---------------------------------------------------------------- vocabulary
+def make_vocab(token_lists, min_freq=2, max_size=None, keep=()):
+    """Map tokens to ids: '<eos>' is 0 and '<unk>' is 1, then tokens by falling frequency.
+
+    Tokens seen fewer than `min_freq` times are dropped unless they are in `keep`
+    (used for words that have a pretrained vector). Ties are broken alphabetically
+    so the same data always gives the same vocabulary.
+    """
+    counts = collections.Counter(t for tokens in token_lists for t in tokens)
+    keep = set(keep)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    vocab = {EOS: 0, UNK: 1}
+    for token, count in ranked:
+        if max_size is not None and len(vocab) >= max_size:
+            break
+        if (count >= min_freq or token in keep) and token not in vocab:
+            vocab[token] = len(vocab)
+    return vocab
+
+
+def to_ids(tokens, vocab):
+    """Token list -> int32 array of ids with '<eos>' appended, shape (len(tokens) + 1,)."""
+    unk = vocab[UNK]
+    ids = [vocab.get(t, unk) for t in tokens]
+    ids.append(vocab[EOS])
+    return np.asarray(ids, dtype=np.int32)
+
+
+def example_to_ids(tokens, vocab):
+    """Like to_ids, but also takes a (premise, hypothesis) pair of token lists."""
+    if isinstance(tokens, tuple):
+        return tuple(to_ids(part, vocab) for part in tokens)
+    return to_ids(tokens, vocab)
+
+
+# ---------------------------------------------------------------- word vectors
+def _open_vectors(path):
+    """Open a GloVe/word2vec text file, plain, .gz, or the single .txt inside a .zip."""
+    if not os.path.exists(path):
+        raise UserError('word vectors file {} does not exist; pass --word_vectors PATH '
+                        '(e.g. ../shared/data/glove/glove.6B.50d.txt.gz)'.format(path))
+    if path.endswith('.gz'):
+        return io.TextIOWrapper(gzip.open(path), encoding='utf-8', errors='replace')
+    if path.endswith('.zip'):
+        archive = zipfile.ZipFile(path)
+        members = [n for n in archive.namelist() if n.endswith(('.txt', '.vec'))]
+        if len(members) != 1:
+            raise UserError('{} must contain exactly one .txt/.vec file, found {}'.format(
+                path, members))
+        return io.TextIOWrapper(archive.open(members[0]), encoding='utf-8', errors='replace')
+    return open(path, encoding='utf-8', errors='replace')
+
+
+def _vocab_lookup(vocab):
+    """Word -> ids that take its vector: the exact form, else its lowercase (uncased GloVe)."""
+    lookup = collections.defaultdict(list)
+    for word, index in vocab.items():
+        lookup[word].append(index)
+        if word.lower() != word:
+            lookup[word.lower()].append(index)
+    return lookup
+
+
+def load_word_vectors(path, vocab, seed=0):
+    """Read pretrained vectors for the words of `vocab`.
+
+    Returns (matrix, coverage): matrix is float32 (len(vocab), dim) with the
+    pretrained vector where one exists (an exact-case match wins over a lowercase
+    one) and small random values elsewhere; coverage is the fraction of vocabulary
+    types that got a pretrained vector.
+    """
+    lookup = _vocab_lookup(vocab)
+    vectors, exact, dim = {}, set(), None
+    with _open_vectors(path) as f:
+        for line_number, line in enumerate(f, 1):
+            parts = line.rstrip().split(' ')
+            if line_number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                continue  # word2vec text header "n_words dim"
+            if dim is None:
+                dim = len(parts) - 1
+            if len(parts) - 1 != dim or dim < 1:
+                raise UserError('{} line {}: expected a word and {} numbers, got {} fields; '
+                                'is this a GloVe/word2vec text file?'.format(
+                                    path, line_number, dim, len(parts)))
+            for index in lookup.get(parts[0], ()):
+                is_exact = parts[0] in vocab and vocab[parts[0]] == index
+                if index in exact or (index in vectors and not is_exact):
+                    continue
+                try:
+                    vectors[index] = np.asarray(parts[1:], dtype=np.float32)
+                except ValueError:
+                    raise UserError('{} line {}: a vector value is not a number'.format(
+                        path, line_number))
+                if is_exact:
+                    exact.add(index)
+    if dim is None:
+        raise UserError('word vectors file {} is empty'.format(path))
+    rng = np.random.RandomState(seed)
+    matrix = rng.normal(0, 0.1, (len(vocab), dim)).astype(np.float32)
+    for index, vector in vectors.items():
+        matrix[index] = vector
+    special = [vocab[EOS], vocab[UNK]]
+    covered = len([i for i in vectors if i not in special])
+    coverage = covered / max(1, len(vocab) - len(special))
+    return matrix, coverage
+
+
+def vector_words(path):
+    """The set of words in a vectors file (used to keep rare words that have a vector)."""
+    words = set()
+    with _open_vectors(path) as f:
+        for line in f:
+            words.add(line.split(' ', 1)[0])
+    return words
+
+
+# ---------------------------------------------------------------- batching
+def convert_seq(batch, device=None):
+    """Trainer converter: [(ids or (premise_ids, hypothesis_ids), label)] ->
+    {'xs': list of device arrays (or pairs), 'ys': int32 array (B,)}."""
+    def send(x):
+        if isinstance(x, tuple):
+            return tuple(send(part) for part in x)
+        return x if device is None else device.send(x)
+
+    xs = [send(x) for x, _ in batch]
+    ys = np.asarray([y for _, y in batch], dtype=np.int32)
+    return {'xs': xs, 'ys': ys if device is None else device.send(ys)}
