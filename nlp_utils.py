@@ -106,6 +106,11 @@ def example_to_ids(tokens, vocab):
     return to_ids(tokens, vocab)
 
 
+def encode_examples(examples, vocab):
+    """[(tokens, label)] -> [(ids, label)] with ids from example_to_ids."""
+    return [(example_to_ids(tokens, vocab), label) for tokens, label in examples]
+
+
 # ---------------------------------------------------------------- word vectors
 def _open_vectors(path):
     """Open a GloVe/word2vec text file, plain, .gz, or the single .txt inside a .zip."""

@@ -1,0 +1,104 @@
+import gzip
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+import nlp_utils
+from nlp_utils import UserError
+
+VECTORS = 'the 1 0 0\ngood 0 1 0\nMovie 0 0 1\nmovie 5 5 5\n'
+
+
+def test_make_vocab_orders_by_frequency_then_alphabet_and_drops_rare():
+    vocab = nlp_utils.make_vocab([['b', 'a', 'c'], ['b', 'a'], ['b', 'z']], min_freq=2)
+    assert vocab == {'<eos>': 0, '<unk>': 1, 'b': 2, 'a': 3}
+
+
+def test_make_vocab_keeps_rare_words_with_vectors_and_respects_max_size():
+    vocab = nlp_utils.make_vocab([['b', 'a', 'c'], ['b', 'a']], min_freq=2, keep={'c'})
+    assert vocab['c'] == 4
+    assert len(nlp_utils.make_vocab([['b', 'a', 'c'], ['b', 'a']], min_freq=1, max_size=3)) == 3
+
+
+def test_to_ids_maps_unknown_and_appends_eos():
+    vocab = {'<eos>': 0, '<unk>': 1, 'good': 2}
+    ids = nlp_utils.to_ids(['good', 'bad'], vocab)
+    assert ids.dtype == np.int32 and ids.tolist() == [2, 1, 0]
+    premise, hypothesis = nlp_utils.example_to_ids((['good'], []), vocab)
+    assert premise.tolist() == [2, 0] and hypothesis.tolist() == [0]
+
+
+@pytest.mark.parametrize('kind', ['txt', 'gz', 'zip', 'word2vec'])
+def test_load_word_vectors_formats_coverage_and_case(tmp_path, kind):
+    text = ('4 3\n' + VECTORS) if kind == 'word2vec' else VECTORS
+    path = tmp_path / 'vec.txt'
+    if kind == 'gz':
+        path = tmp_path / 'vec.txt.gz'
+        with gzip.open(path, 'wt') as f:
+            f.write(text)
+    elif kind == 'zip':
+        path = tmp_path / 'vec.zip'
+        with zipfile.ZipFile(path, 'w') as z:
+            z.writestr('vec.txt', text)
+    else:
+        path.write_text(text)
+    vocab = {'<eos>': 0, '<unk>': 1, 'The': 2, 'good': 3, 'Movie': 4, 'unseen': 5}
+    matrix, coverage = nlp_utils.load_word_vectors(str(path), vocab)
+    assert matrix.shape == (6, 3) and matrix.dtype == np.float32
+    assert coverage == pytest.approx(3 / 4)
+    np.testing.assert_array_equal(matrix[2], [1, 0, 0])  # lowercase fallback
+    np.testing.assert_array_equal(matrix[4], [0, 0, 1])  # exact case beats lowercase 'movie'
+    np.testing.assert_array_equal(matrix[3], [0, 1, 0])
+
+
+def test_malformed_vectors_file_names_file_and_line(tmp_path):
+    path = tmp_path / 'bad.txt'
+    path.write_text('the 1 0 0\ngood 0 1\n')
+    with pytest.raises(UserError, match=r'bad.txt line 2'):
+        nlp_utils.load_word_vectors(str(path), {'<eos>': 0, '<unk>': 1, 'good': 2})
+    with pytest.raises(UserError, match='does not exist'):
+        nlp_utils.load_word_vectors(str(tmp_path / 'missing.txt'), {})
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path):
+    target = tmp_path / 'out.json'
+    nlp_utils.atomic_write_json(str(target), {'a': 1})
+
+    class Boom(Exception):
+        pass
+
+    def explode(f):
+        f.write('partial')
+        raise Boom
+
+    with pytest.raises(Boom):
+        nlp_utils._atomic_write(str(target), explode, 'w')
+    assert nlp_utils.read_json(str(target)) == {'a': 1}
+    assert os.listdir(tmp_path) == ['out.json']
+
+
+def test_atomic_savez_round_trip_without_pickle(tmp_path):
+    path = tmp_path / 'a.npz'
+    nlp_utils.atomic_savez(str(path), x=np.arange(3))
+    with np.load(str(path), allow_pickle=False) as data:
+        assert data['x'].tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match='pickle'):
+        nlp_utils.atomic_savez(str(path), x=np.array([[1], 'a'], dtype=object))
+
+
+def test_read_json_errors_name_the_file(tmp_path):
+    bad = tmp_path / 'args.json'
+    bad.write_text('{not json')
+    with pytest.raises(UserError, match='args.json is not valid JSON'):
+        nlp_utils.read_json(str(bad))
+    with pytest.raises(UserError, match='nope.json does not exist'):
+        nlp_utils.read_json(str(tmp_path / 'nope.json'))
+
+
+def test_convert_seq_keeps_pairs_and_labels():
+    batch = [((np.array([1, 0], 'i'), np.array([0], 'i')), 2), ((np.array([0], 'i'),) * 2, 1)]
+    converted = nlp_utils.convert_seq(batch)
+    assert converted['ys'].tolist() == [2, 1] and converted['ys'].dtype == np.int32
+    assert converted['xs'][0][0].tolist() == [1, 0]
