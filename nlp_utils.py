@@ -7,6 +7,7 @@ import os
 import tempfile
 import zipfile
 
+import chainer
 import numpy as np
 
 EOS = '<eos>'
@@ -193,6 +194,7 @@ def vector_words(path):
 
 
 # ---------------------------------------------------------------- batching
+@chainer.dataset.converter()
 def convert_seq(batch, device=None):
     """Trainer converter: [(ids or (premise_ids, hypothesis_ids), label)] ->
     {'xs': list of device arrays (or pairs), 'ys': int32 array (B,)}."""

@@ -1,0 +1,299 @@
+"""Deep k-Nearest Neighbors (Papernot & McDaniel 2018) over a trained text classifier.
+
+    python run_dknn.py --model-setup results/stsa.binary_cnn/args.json
+
+Caches every DkNN layer's activations of the training data (minus the calibration
+split), indexes them, calibrates on the calibration split, and reports test accuracy
+with the softmax and with DkNN, plus credibility and confidence; writes dknn.json.
+"""
+import argparse
+import contextlib
+import hashlib
+import os
+import time
+
+import numpy as np
+import tqdm
+
+import knn_index
+import model_setup
+import nlp_utils
+import plots
+import scaling
+from nlp_utils import UserError
+
+
+class DkNN:
+    """kNN classification over every layer's representation, with conformal calibration.
+
+    For an input with neighbour labels over L layers and k neighbours each:
+      nonconformity(j) = number of the L*k neighbours whose label is not j
+      p_value(j)       = fraction of calibration nonconformity scores >= nonconformity(j)
+      prediction       = argmax_j p_value(j); ties go to the larger conformity, then the
+                         smaller class id
+      credibility      = the largest p-value; confidence = 1 - the second largest
+      conformity(j)    = fraction of the L*k neighbours with label j (the paper's
+                         uncalibrated score, a probability-like vector over classes)
+    A neighbour slot an approximate index could not fill (index -1) counts as disagreeing
+    with every class.
+    """
+
+    def __init__(self, n_class, backend='kdtree', k=75, last_layer_only=False,
+                 index_options=None):
+        self.n_class = n_class
+        self.backend = backend
+        self.k = k
+        self.last_layer_only = last_layer_only
+        self.index_options = index_options or {}
+        self.indexes = []
+        self.train_labels = None
+        self.calibration_scores = None
+
+    # ------------------------------------------------------------ fitting
+    def build(self, train_activations, train_labels, progress=False):
+        """train_activations: list of (N, D_l) arrays, one per layer; train_labels (N,)."""
+        if self.last_layer_only:
+            train_activations = train_activations[-1:]
+        n_train = len(train_labels)
+        if self.k > n_train:
+            raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
+                            .format(self.k, n_train))
+        layers = tqdm.tqdm(train_activations, desc='indexing', unit='layer', disable=not progress)
+        self.indexes = [knn_index.make_index(self.backend, **self.index_options).build(layer)
+                        for layer in layers]
+        self.train_labels = np.asarray(train_labels, dtype=np.int64)
+        return self
+
+    def calibrate(self, calib_activations, calib_labels):
+        """Nonconformity of each calibration example at its true label, shape (N_calib,)."""
+        calib_labels = np.asarray(calib_labels)
+        if len(calib_labels) == 0:
+            raise UserError('the calibration split is empty; re-train with --n-calib > 0')
+        if len(np.unique(calib_labels)) < 2:
+            raise UserError('the calibration split holds only class {}; re-train with a larger '
+                            '--n-calib or another --seed'.format(calib_labels[0]))
+        nonconformity = self.nonconformity(self.neighbor_labels(calib_activations))
+        self.calibration_scores = np.sort(nonconformity[np.arange(len(calib_labels)), calib_labels])
+        return self
+
+    # ------------------------------------------------------------ inference
+    def neighbor_labels(self, activations):
+        """Activations (list of (M, D_l)) -> labels of the k nearest training examples
+        in each used layer, int64 (M, L, k), with -1 where a neighbour is missing."""
+        if self.last_layer_only:
+            activations = activations[-1:]
+        labels = []
+        for index, layer in zip(self.indexes, activations):
+            _, neighbors = index.search(layer, self.k)
+            labels.append(np.where(neighbors >= 0, self.train_labels[neighbors], -1))
+        return np.stack(labels, axis=1)
+
+    def nonconformity(self, neighbor_labels):
+        """(M, L, k) labels -> (M, C) count of neighbours whose label is not each class."""
+        flat = neighbor_labels.reshape(len(neighbor_labels), -1)
+        agree = np.stack([(flat == j).sum(axis=1) for j in range(self.n_class)], axis=1)
+        return flat.shape[1] - agree
+
+    def p_values(self, nonconformity):
+        """(M, C) -> (M, C): fraction of calibration scores >= each nonconformity."""
+        scores = self.calibration_scores
+        n_below = np.searchsorted(scores, nonconformity, side='left')
+        return (len(scores) - n_below) / len(scores)
+
+    def predict_from_activations(self, activations):
+        """Activations (list of (M, D_l)) -> dict of arrays over the M inputs:
+        prediction (M,), credibility (M,), confidence (M,), p_values (M, C),
+        conformity (M, C), neighbor_labels (M, L, k)."""
+        if self.calibration_scores is None:
+            raise RuntimeError('call calibrate() before predicting')
+        neighbor_labels = self.neighbor_labels(activations)
+        nonconformity = self.nonconformity(neighbor_labels)
+        p_values = self.p_values(nonconformity)
+        conformity = 1 - nonconformity / neighbor_labels[0].size
+        # lexsort's last key is primary: p-value, then conformity, then the smaller class id.
+        order = np.lexsort((np.arange(self.n_class)[None, :].repeat(len(p_values), 0),
+                            -conformity, -p_values), axis=1)
+        prediction = order[:, 0]
+        sorted_p = np.sort(p_values, axis=1)
+        second = sorted_p[:, -2] if self.n_class > 1 else np.zeros(len(p_values))
+        return {'prediction': prediction, 'credibility': sorted_p[:, -1],
+                'confidence': 1 - second, 'p_values': p_values, 'conformity': conformity,
+                'neighbor_labels': neighbor_labels}
+
+    @property
+    def n_short_queries(self):
+        return sum(index.n_short_queries for index in self.indexes)
+
+
+# ---------------------------------------------------------------- model + cache
+def file_digest(path):
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checked_activations(activations, what):
+    for i, layer in enumerate(activations):
+        if not np.all(np.isfinite(layer)):
+            raise UserError('{} activations of layer {} contain NaN or inf; the model file is '
+                            'broken, re-train it'.format(what, i))
+    return activations
+
+
+def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=True):
+    """(list of (N, D_l) float32, labels (N,)) for the training split, cached in
+    <result_dir>/dknn_cache.npz and reused while model file and split are unchanged."""
+    cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
+    model_path = os.path.join(setup.result_dir, setup.config['model_path'])
+    key = np.array('{}:{}:{}'.format(file_digest(model_path), len(setup.splits.train),
+                                     ','.join(map(str, setup.splits.calib_indices))))
+    if use_cache and os.path.exists(cache_path):
+        with np.load(cache_path, allow_pickle=False) as cache:
+            if str(cache['key']) == str(key):
+                activations = [cache['layer_{}'.format(i)] for i in range(int(cache['n_layers']))]
+                return activations, cache[neighbor_labels].astype(np.int64)
+    train = setup.train
+    activations = checked_activations(setup.model.layer_activations(
+        [x for x, _ in train], batchsize, progress='caching train activations'), 'training')
+    gold = np.array([y for _, y in train], dtype=np.int64)
+    predicted = activations[-1].argmax(axis=1).astype(np.int64)
+    layers = {'layer_{}'.format(i): a for i, a in enumerate(activations)}
+    nlp_utils.atomic_savez(cache_path, key=key, n_layers=len(activations), gold=gold,
+                           predicted=predicted, **layers)
+    return activations, {'gold': gold, 'predicted': predicted}[neighbor_labels]
+
+
+
+class PhaseTimer:
+    """Wall time of named phases, in seconds: `with timer('index'): ...`."""
+
+    def __init__(self):
+        self.seconds = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name):
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = round(time.perf_counter() - start, 3)
+
+
+def dknn_from_setup(setup, backend='kdtree', k=75, neighbor_labels='gold', last_layer_only=False,
+                    index_options=None, batchsize=64, use_cache=True, timer=None):
+    """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)."""
+    timer = timer or PhaseTimer()
+    with timer('cache'):
+        activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache)
+    dknn = DkNN(setup.config['n_class'], backend, k, last_layer_only, index_options)
+    with timer('index'):
+        dknn.build(activations, labels, progress=True)
+    with timer('calibrate'):
+        calib = setup.calib
+        calib_activations = checked_activations(setup.model.layer_activations(
+            [x for x, _ in calib], batchsize, progress='calibration'), 'calibration')
+        dknn.calibrate(calib_activations, [y for _, y in calib])
+    return dknn
+
+
+def evaluate(setup, dknn, examples, batchsize=64):
+    """Softmax and DkNN predictions for (ids, label) examples, batch by batch."""
+    results = []
+    for start in tqdm.trange(0, len(examples), batchsize, desc='evaluating', unit='batch'):
+        batch = [x for x, _ in examples[start:start + batchsize]]
+        activations = checked_activations(setup.model.layer_activations(batch, batchsize), 'test')
+        result = dknn.predict_from_activations(activations)
+        logits = activations[-1]
+        result['softmax_probability'] = scaling.softmax(logits)
+        results.append(result)
+    merged = {key: np.concatenate([r[key] for r in results]) for key in results[0]}
+    merged['label'] = np.array([y for _, y in examples])
+    return merged
+
+
+def summary(evaluation):
+    """The accuracy and uncertainty statistics of dknn.json."""
+    labels = evaluation['label']
+    softmax_prediction = evaluation['softmax_probability'].argmax(axis=1)
+    correct = evaluation['prediction'] == labels
+    stats = {'softmax_accuracy': float(np.mean(softmax_prediction == labels)),
+             'dknn_accuracy': float(np.mean(correct)), 'n_examples': int(len(labels)),
+             'agreement_with_softmax': float(np.mean(softmax_prediction == evaluation['prediction']))}
+    for name in ('credibility', 'confidence'):
+        for outcome, mask in (('correct', correct), ('wrong', ~correct)):
+            values = evaluation[name][mask]
+            stats['mean_{}_{}'.format(name, outcome)] = float(values.mean()) if len(values) else None
+    return stats
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--model-setup', required=True, help='results/<dataset>_<model>/args.json')
+    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='kdtree')
+    parser.add_argument('--lsh', dest='backend', action='store_const', const='lsh',
+                        help='alias of --backend lsh (the original flag)')
+    parser.add_argument('--k', type=int, default=75, help='neighbours per layer')
+    parser.add_argument('--batchsize', type=int, default=64)
+    parser.add_argument('--gpu', type=int, default=-1)
+    parser.add_argument('--data-dir', default=None)
+    parser.add_argument('--neighbor-labels', choices=('gold', 'predicted'), default='gold',
+                        help="training labels (gold, like the original code) or the model's "
+                             "predictions (as the paper's text says)")
+    parser.add_argument('--last-layer-only', action='store_true',
+                        help="only the last layer's neighbours count (the original KD-tree path)")
+    parser.add_argument('--faiss-kind', choices=('flat', 'hnsw', 'ivf'), default='flat')
+    parser.add_argument('--nprobe', type=int, default=16, help='faiss ivf cells searched')
+    parser.add_argument('--ef-search', type=int, default=128, help='faiss hnsw search breadth')
+    parser.add_argument('--lsh-bits', type=int, default=None, help='LSH hash bits per table')
+    parser.add_argument('--lsh-tables', type=int, default=None, help='LSH hash tables')
+    parser.add_argument('--no-cache', action='store_true', help='recompute train activations')
+    parser.add_argument('--plot', action='store_true',
+                        help='write reliability_dknn.png (DkNN credibility vs softmax)')
+    return parser.parse_args(argv)
+
+
+def index_options(args):
+    if args.backend == 'faiss':
+        return {'kind': args.faiss_kind, 'nprobe': args.nprobe, 'ef_search': args.ef_search}
+    if args.backend == 'lsh':
+        options = {'n_bits': args.lsh_bits, 'n_tables': args.lsh_tables}
+        return {name: value for name, value in options.items() if value is not None}
+    return {}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
+    if args.k < 1:
+        raise UserError('--k must be at least 1, got {}'.format(args.k))
+    timer = PhaseTimer()
+    dknn = dknn_from_setup(setup, args.backend, args.k, args.neighbor_labels,
+                           args.last_layer_only, index_options(args), args.batchsize,
+                           not args.no_cache, timer)
+    with timer('evaluate'):
+        evaluation = evaluate(setup, dknn, setup.test, args.batchsize)
+    result = summary(evaluation)
+    result.update(backend=args.backend, k=args.k, neighbor_labels=args.neighbor_labels,
+                  last_layer_only=args.last_layer_only, index_options=index_options(args),
+                  n_short_queries=dknn.n_short_queries, seconds=timer.seconds,
+                  dataset=setup.config['dataset'], model=setup.config['model'])
+    nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'dknn.json'), result)
+    if args.plot:
+        write_reliability_plot(setup, evaluation)
+    print('softmax accuracy {softmax_accuracy:.4f}  dknn accuracy {dknn_accuracy:.4f}  '
+          '({n_examples} test examples, {backend}, k={k})'.format(**result))
+
+
+def write_reliability_plot(setup, evaluation):
+    correct_dknn = evaluation['prediction'] == evaluation['label']
+    probabilities = evaluation['softmax_probability']
+    correct_softmax = probabilities.argmax(axis=1) == evaluation['label']
+    plots.reliability_diagram(
+        os.path.join(setup.result_dir, 'reliability_dknn.png'),
+        [('DkNN credibility', evaluation['credibility'], correct_dknn),
+         ('softmax confidence', probabilities.max(axis=1), correct_softmax)],
+        '{} {} (test)'.format(setup.config['dataset'], setup.config['model']))
+
+
+if __name__ == '__main__':
+    nlp_utils.run_cli(main)

@@ -1,0 +1,102 @@
+"""DkNN on hand-made activations, where neighbours and scores are known by hand."""
+import numpy as np
+import pytest
+
+from nlp_utils import UserError
+from run_dknn import DkNN
+
+# One layer on a line: class 0 at 0, 1, 2 and class 1 at 10, 11, 12.
+TRAIN = np.array([[0.], [1.], [2.], [10.], [11.], [12.]], dtype=np.float32)
+LABELS = np.array([0, 0, 0, 1, 1, 1])
+# Calibration nonconformity at the true label: x=1 (0) -> 0, x=11 (1) -> 0,
+# x=2.5 labelled 1 -> its neighbours 2, 1, 0 are all class 0 -> 3.
+CALIB = np.array([[1.], [11.], [2.5]], dtype=np.float32)
+CALIB_LABELS = np.array([0, 1, 1])
+
+
+def fitted(backend='kdtree', layers=1, **kwargs):
+    dknn = DkNN(2, backend=backend, k=3, **kwargs)
+    dknn.build([TRAIN] * layers, LABELS)
+    return dknn.calibrate([CALIB] * layers, CALIB_LABELS)
+
+
+@pytest.mark.parametrize('backend', ['kdtree', 'faiss'])
+def test_hand_computed_scores(backend):
+    dknn = fitted(backend)
+    np.testing.assert_array_equal(dknn.calibration_scores, [0, 0, 3])
+    result = dknn.predict_from_activations([np.array([[0.5], [6.9]], dtype=np.float32)])
+    # x=0.5: neighbours 0, 1, 2 (all class 0): nonconformity [0, 3] -> p = [1, 1/3].
+    # x=6.9: neighbours 10, 11 (class 1) and 2 (class 0): nonconformity [2, 1] -> p = [1/3, 1/3].
+    np.testing.assert_array_equal(result['neighbor_labels'][:, 0], [[0, 0, 0], [1, 1, 0]])
+    np.testing.assert_allclose(result['p_values'], [[1, 1 / 3], [1 / 3, 1 / 3]])
+    np.testing.assert_allclose(result['conformity'], [[1, 0], [1 / 3, 2 / 3]])
+    # The tie in p-values at x=6.9 goes to the class with the larger conformity.
+    np.testing.assert_array_equal(result['prediction'], [0, 1])
+    np.testing.assert_allclose(result['credibility'], [1, 1 / 3])
+    np.testing.assert_allclose(result['confidence'], [2 / 3, 2 / 3])
+
+
+def test_full_tie_goes_to_smaller_class_id():
+    dknn = DkNN(2, k=2).build([np.array([[0.], [2.]], np.float32)], [1, 0])
+    dknn.calibrate([np.array([[0.], [2.]], np.float32)], [1, 0])
+    result = dknn.predict_from_activations([np.array([[1.]], np.float32)])
+    np.testing.assert_allclose(result['conformity'], [[0.5, 0.5]])
+    assert result['prediction'].tolist() == [0]
+
+
+def test_nonconformity_sums_over_layers_and_last_layer_only():
+    # Layer 2 puts the query among class 1; layer 1 among class 0.
+    second_layer = np.array([[10.], [11.], [12.], [0.], [1.], [2.]], dtype=np.float32)
+    dknn = DkNN(2, k=3)
+    dknn.build([TRAIN, second_layer], LABELS)
+    labels = dknn.neighbor_labels([np.array([[0.5]], np.float32)] * 2)
+    assert labels.shape == (1, 2, 3)
+    np.testing.assert_array_equal(dknn.nonconformity(labels), [[3, 3]])
+    last_only = DkNN(2, k=3, last_layer_only=True).build([TRAIN, second_layer], LABELS)
+    labels = last_only.neighbor_labels([np.array([[0.5]], np.float32)] * 2)
+    np.testing.assert_array_equal(last_only.nonconformity(labels), [[3, 0]])
+
+
+def test_missing_neighbours_disagree_with_every_class():
+    dknn = DkNN(3, k=2)
+    np.testing.assert_array_equal(dknn.nonconformity(np.array([[[0, -1]]])), [[1, 2, 2]])
+
+
+def test_p_values_count_ties_as_at_least_as_nonconforming():
+    dknn = DkNN(2, k=3)
+    dknn.calibration_scores = np.array([0, 1, 1, 4])
+    np.testing.assert_allclose(dknn.p_values(np.array([[1, 5], [0, 4]])), [[0.75, 0], [1, 0.25]])
+
+
+def test_two_layers_agree_with_one_layer_counted_twice():
+    one, two = fitted(layers=1), fitted(layers=2)
+    query = [np.array([[0.5], [6.9], [11.5]], np.float32)]
+    np.testing.assert_array_equal(one.predict_from_activations(query)['prediction'],
+                                  two.predict_from_activations(query * 2)['prediction'])
+    np.testing.assert_array_equal(two.calibration_scores, [0, 0, 6])
+
+
+def test_backends_agree_on_random_clusters():
+    rng = np.random.RandomState(0)
+    centers = rng.normal(0, 5, (3, 8))
+    labels = rng.randint(0, 3, 600)
+    train = [(centers[labels] + rng.normal(0, 2, (600, 8))).astype(np.float32) for _ in range(2)]
+    calib_labels = rng.randint(0, 3, 100)
+    calib = [(centers[calib_labels] + rng.normal(0, 2, (100, 8))).astype(np.float32)] * 2
+    queries = [(centers[rng.randint(0, 3, 200)] + rng.normal(0, 2, (200, 8))).astype(np.float32)] * 2
+    results = {}
+    for backend in ('kdtree', 'faiss'):
+        dknn = DkNN(3, backend=backend, k=10).build(train, labels).calibrate(calib, calib_labels)
+        results[backend] = dknn.predict_from_activations(queries)
+    for key in ('prediction', 'p_values', 'neighbor_labels'):
+        np.testing.assert_array_equal(results['kdtree'][key], results['faiss'][key])
+
+
+def test_bad_inputs():
+    with pytest.raises(UserError, match='k=7 is larger than the 6 training examples'):
+        DkNN(2, k=7).build([TRAIN], LABELS)
+    dknn = DkNN(2, k=3).build([TRAIN], LABELS)
+    with pytest.raises(UserError, match='calibration split is empty'):
+        dknn.calibrate([TRAIN[:0]], [])
+    with pytest.raises(UserError, match='holds only class 1'):
+        dknn.calibrate([TRAIN[:2]], [1, 1])
