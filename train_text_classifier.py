@@ -176,6 +176,11 @@ def main(argv=None):
     print('{}: {} train, {} dev, {} calibration, {} test examples, {} classes'.format(
         config['dataset'], len(splits.train), len(splits.dev), len(splits.calib),
         len(splits.test), len(dataset.label_names)))
+    for count, what in ((dataset.n_bad_lines, 'malformed lines (--skip-bad-lines)'),
+                        (dataset.n_empty_lines, 'lines with a label but no text'),
+                        (dataset.n_no_gold, "pairs without a gold label ('-')")):
+        if count:
+            print('skipped {} {}'.format(count, what))
     if args.resume:
         vocab, embeddings = nlp_utils.read_json(os.path.join(out, 'vocab.json')), None
     else:
