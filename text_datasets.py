@@ -98,6 +98,11 @@ def _archive_spec(format, folder, files, archive, url, label_names, md5=None):
 DATASETS = {
     'stsa.binary': _sent_conv_spec('stsa.binary.train', 'stsa.binary.dev', 'stsa.binary.test'),
     'stsa.fine': _sent_conv_spec('stsa.fine.train', 'stsa.fine.dev', 'stsa.fine.test'),
+    # Kim (2014)'s setup: train on every labelled phrase of the training trees.
+    'stsa.binary.phrases': _sent_conv_spec('stsa.binary.phrases.train', 'stsa.binary.dev',
+                                           'stsa.binary.test'),
+    'stsa.fine.phrases': _sent_conv_spec('stsa.fine.phrases.train', 'stsa.fine.dev',
+                                         'stsa.fine.test'),
     'custrev': _sent_conv_spec('custrev.all'),
     'mpqa': _sent_conv_spec('mpqa.all'),
     'rt-polarity': _sent_conv_spec('rt-polarity.all'),

@@ -1,0 +1,188 @@
+"""Train tiny models on synthetic data through the CLIs, reload them, run DkNN."""
+import json
+import os
+
+import chainer
+import numpy as np
+import pytest
+
+import model_setup
+import run_dknn
+import train_text_classifier
+from nlp_utils import UserError
+
+POSITIVE = ['good', 'great', 'fine', 'superb']
+NEGATIVE = ['bad', 'awful', 'poor', 'dull']
+FILLER = ['the', 'movie', 'was', 'a', 'plot', 'and', 'it', 'very']
+
+
+def synthetic_lines(n, seed):
+    rng = np.random.RandomState(seed)
+    lines = []
+    for _ in range(n):
+        label = rng.randint(2)
+        words = list(rng.choice(FILLER, rng.randint(2, 7)))
+        words.insert(rng.randint(len(words) + 1), rng.choice(POSITIVE if label else NEGATIVE))
+        lines.append('{} {}'.format(['neg', 'pos'][label], ' '.join(words)))
+    return '\n'.join(lines) + '\n'
+
+
+@pytest.fixture(scope='module')
+def data_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('data')
+    (folder / 'train.txt').write_text(synthetic_lines(300, 0))
+    (folder / 'test.txt').write_text(synthetic_lines(60, 1))
+    return str(folder / 'train.txt'), str(folder / 'test.txt')
+
+
+def train(out, data_files, *extra):
+    train_file, test_file = data_files
+    train_text_classifier.main([
+        '--dataset', 'custom', '--train-file', train_file, '--test-file', test_file,
+        '--model', 'cnn', '--unit', '24', '--embed-dim', '16', '--epoch', '20', '--dropout', '0', '--batchsize', '16',
+        '--n-calib', '40', '--min-freq', '1', '--out', str(out)] + list(extra))
+    with open(os.path.join(str(out), 'train_result.json')) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory, data_files):
+    out = tmp_path_factory.mktemp('results') / 'custom_cnn'
+    return out, train(out, data_files)
+
+
+def test_training_writes_the_result_folder_and_learns(trained):
+    out, result = trained
+    assert {'best_model.npz', 'vocab.json', 'args.json', 'calib.json', 'log', 'train.log',
+            'train_result.json'} <= set(os.listdir(str(out)))
+    assert result['test_accuracy'] > 0.8  # a keyword decides the label: easy to learn
+    with open(os.path.join(str(out), 'calib.json')) as f:
+        assert len(json.load(f)['calib_indices']) == 40
+    assert not [name for name in os.listdir(str(out)) if name.startswith('.tmp')]
+
+
+def test_reloaded_model_reproduces_test_accuracy(trained):
+    out, result = trained
+    setup = model_setup.load_setup(str(out / 'args.json'))
+    assert len(setup.splits.calib) == 40 and len(setup.splits.dev) == 30
+    assert setup.label_names == ['neg', 'pos']
+    logits = setup.model.predict_logits([x for x, _ in setup.test])
+    accuracy = np.mean(logits.argmax(axis=1) == [y for _, y in setup.test])
+    assert accuracy == pytest.approx(result['test_accuracy'])
+
+
+def test_moved_result_folder_still_loads(trained, tmp_path):
+    out, _ = trained
+    moved = tmp_path / 'moved'
+    os.rename(str(out), str(moved))
+    try:
+        assert model_setup.load_setup(str(moved)).config['dataset'] == 'custom'
+    finally:
+        os.rename(str(moved), str(out))
+
+
+def test_same_seed_same_model(trained, data_files, tmp_path):
+    out, result = trained
+    again = train(tmp_path / 'again', data_files)
+    assert again == result
+    first = np.load(str(out / 'best_model.npz'))
+    second = np.load(str(tmp_path / 'again' / 'best_model.npz'))
+    for name in first.files:
+        np.testing.assert_array_equal(first[name], second[name])
+
+
+def test_existing_folder_needs_force_and_resume_continues(data_files, tmp_path):
+    out = tmp_path / 'run'
+    train(out, data_files, '--epoch', '1')
+    with pytest.raises(UserError, match='--force'):
+        train(out, data_files)
+    train(out, data_files, '--resume', '--epoch', '2')
+    with open(str(out / 'log')) as f:
+        assert [entry['epoch'] for entry in json.load(f)] == [1, 2]
+
+
+def test_run_dknn_cli_writes_report(trained):
+    out, result = trained
+    run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5'])
+    with open(str(out / 'dknn.json')) as f:
+        report = json.load(f)
+    assert report['softmax_accuracy'] == pytest.approx(result['test_accuracy'])
+    assert report['dknn_accuracy'] > 0.8 and report['n_examples'] == 60
+    assert report['k'] == 5 and report['backend'] == 'kdtree'
+    assert set(report['seconds']) == {'cache', 'index', 'calibrate', 'evaluate'}
+    run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5', '--backend', 'faiss'])
+    with open(str(out / 'dknn.json')) as f:
+        assert json.load(f)['dknn_accuracy'] == report['dknn_accuracy']
+
+
+def test_activation_cache_is_reused_and_invalidated_by_a_new_model(trained, tmp_path):
+    out, _ = trained
+    moved = tmp_path / 'copy'
+    import shutil
+    shutil.copytree(str(out), str(moved))
+    setup = model_setup.load_setup(str(moved))
+    first, _ = run_dknn.train_activations(setup)
+    cache_time = os.path.getmtime(str(moved / 'dknn_cache.npz'))
+    cached, _ = run_dknn.train_activations(setup)
+    assert os.path.getmtime(str(moved / 'dknn_cache.npz')) == cache_time
+    np.testing.assert_array_equal(first[0], cached[0])
+    setup.model.fcs[0].W.array *= 2
+    chainer.serializers.save_npz(str(moved / 'best_model.npz'), setup.model)
+    changed, _ = run_dknn.train_activations(setup)
+    assert not np.allclose(changed[1], first[1])
+
+
+def test_bad_model_setups(trained, tmp_path):
+    out, _ = trained
+    with pytest.raises(UserError, match='does not exist'):
+        run_dknn.main(['--model-setup', str(tmp_path / 'none' / 'args.json')])
+    broken = tmp_path / 'broken'
+    broken.mkdir()
+    (broken / 'args.json').write_text('{"dataset": "custom"}')
+    with pytest.raises(UserError, match='lacks fields'):
+        model_setup.load_setup(str(broken / 'args.json'))
+    with pytest.raises(UserError, match='k=10000 is larger than the'):
+        run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '10000'])
+
+
+def test_model_file_not_matching_vocabulary(trained, tmp_path):
+    out, _ = trained
+    import shutil
+    copy = tmp_path / 'mismatch'
+    shutil.copytree(str(out), str(copy))
+    with open(str(copy / 'vocab.json')) as f:
+        vocab = json.load(f)
+    vocab['brand-new-word'] = len(vocab)
+    (copy / 'vocab.json').write_text(json.dumps(vocab))
+    with pytest.raises(UserError, match='does not match the architecture/vocabulary'):
+        model_setup.load_setup(str(copy))
+
+
+def test_snli_style_pairs_train_and_run_dknn(tmp_path):
+    rng = np.random.RandomState(0)
+    labels = ['entailment', 'neutral', 'contradiction']
+
+    def pairs(n):
+        rows = []
+        for _ in range(n):
+            label = rng.randint(3)
+            hypothesis = ['a', 'man', ['sits', 'waits', 'sleeps'][label], 'outside']
+            rows.append(json.dumps({'sentence1': 'a man sits outside today .',
+                                    'sentence2': ' '.join(hypothesis), 'gold_label': labels[label]}))
+        rows.append(json.dumps({'sentence1': 'x', 'sentence2': 'y', 'gold_label': '-'}))
+        return '\n'.join(rows) + '\n'
+
+    (tmp_path / 'train.jsonl').write_text(pairs(150))
+    (tmp_path / 'test.jsonl').write_text(pairs(30))
+    out = tmp_path / 'snli_bilstm'
+    train_text_classifier.main([
+        '--dataset', 'snli', '--train-file', str(tmp_path / 'train.jsonl'),
+        '--test-file', str(tmp_path / 'test.jsonl'), '--model', 'bilstm', '--layer', '1',
+        '--unit', '8', '--embed-dim', '6', '--epoch', '4', '--n-calib', '30', '--min-freq', '1',
+        '--out', str(out)])
+    setup = model_setup.load_setup(str(out))
+    assert setup.model.pair and setup.label_names == labels
+    assert len(setup.model.layer_activations([x for x, _ in setup.test[:3]])) == 2
+    run_dknn.main(['--model-setup', str(out), '--k', '5'])
+    with open(str(out / 'dknn.json')) as f:
+        assert json.load(f)['n_examples'] == 30
