@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DKNN_DATA_DIR ?= $(abspath ../shared/data)
 export DKNN_DATA_DIR
+GLOVE := $(DKNN_DATA_DIR)/glove/glove.6B.50d.txt.gz
+DEMO := results/demo_sst_cnn
 
 $(VENV)/installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -11,13 +13,27 @@ $(VENV)/installed: requirements.txt
 	$(PY) -m pip install -q --no-build-isolation -r requirements.txt
 	touch $@
 
-.PHONY: venv demo test
+.PHONY: venv demo test table1 paper
 venv: $(VENV)/installed
 
-# Small default: CNN on TREC with GloVe 50d, then DkNN and interpretations.
+# Small default: a CNN on SST-2 (5 epochs), its DkNN, and saliency maps of 20 test sentences.
 demo: venv
-	$(PY) train_text_classifier.py --dataset TREC --model cnn --epoch 3 --unit 120 \
-	    --word_vectors $(DKNN_DATA_DIR)/glove/glove.6B.50d.txt.gz --out results/demo_TREC_cnn --force
+	$(PY) train_text_classifier.py --dataset stsa.binary --model cnn --epoch 5 \
+	    --word_vectors $(GLOVE) --out $(DEMO) --force
+	$(PY) run_dknn.py --model-setup $(DEMO)/args.json
+	$(PY) scaling.py --model-setup $(DEMO)/args.json
+	$(PY) interpretations.py --model-setup $(DEMO)/args.json --split test --limit 20 \
+	    --methods conformity,confidence,calibrated,gradient \
+	    --output $(DEMO)/interpretations.html --png $(DEMO)/interpretations.png
 
 test: venv
 	$(PY) -m pytest -q tests
+
+# Table 1 (CNN on all five datasets, BiLSTM on SST) and the figures; hours on 2 CPU cores.
+table1: venv
+	for d in stsa.binary custrev TREC mpqa subj; do scripts/train_and_dknn.sh $$d cnn; done
+	scripts/train_and_dknn.sh stsa.binary bilstm --epoch 5
+	$(PY) paper_results.py table1
+	$(PY) paper_results.py reliability --run stsa.binary_cnn
+
+paper: table1

@@ -18,7 +18,6 @@ import tqdm
 import knn_index
 import model_setup
 import nlp_utils
-import plots
 import scaling
 from nlp_utils import UserError
 
@@ -211,6 +210,10 @@ def evaluate(setup, dknn, examples, batchsize=64):
     return merged
 
 
+# Per test example, saved to dknn_predictions.npz for figures (see paper_results.py).
+PREDICTION_KEYS = ('label', 'prediction', 'credibility', 'confidence', 'softmax_probability')
+
+
 def summary(evaluation):
     """The accuracy and uncertainty statistics of dknn.json."""
     labels = evaluation['label']
@@ -247,8 +250,6 @@ def parse_args(argv=None):
     parser.add_argument('--lsh-bits', type=int, default=None, help='LSH hash bits per table')
     parser.add_argument('--lsh-tables', type=int, default=None, help='LSH hash tables')
     parser.add_argument('--no-cache', action='store_true', help='recompute train activations')
-    parser.add_argument('--plot', action='store_true',
-                        help='write reliability_dknn.png (DkNN credibility vs softmax)')
     return parser.parse_args(argv)
 
 
@@ -278,21 +279,10 @@ def main(argv=None):
                   n_short_queries=dknn.n_short_queries, seconds=timer.seconds,
                   dataset=setup.config['dataset'], model=setup.config['model'])
     nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'dknn.json'), result)
-    if args.plot:
-        write_reliability_plot(setup, evaluation)
+    nlp_utils.atomic_savez(os.path.join(setup.result_dir, 'dknn_predictions.npz'),
+                           **{key: evaluation[key] for key in PREDICTION_KEYS})
     print('softmax accuracy {softmax_accuracy:.4f}  dknn accuracy {dknn_accuracy:.4f}  '
           '({n_examples} test examples, {backend}, k={k})'.format(**result))
-
-
-def write_reliability_plot(setup, evaluation):
-    correct_dknn = evaluation['prediction'] == evaluation['label']
-    probabilities = evaluation['softmax_probability']
-    correct_softmax = probabilities.argmax(axis=1) == evaluation['label']
-    plots.reliability_diagram(
-        os.path.join(setup.result_dir, 'reliability_dknn.png'),
-        [('DkNN credibility', evaluation['credibility'], correct_dknn),
-         ('softmax confidence', probabilities.max(axis=1), correct_softmax)],
-        '{} {} (test)'.format(setup.config['dataset'], setup.config['model']))
 
 
 if __name__ == '__main__':

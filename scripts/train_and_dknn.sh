@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Train one model with the paper's hyperparameters (GloVe 50d offline) and run DkNN on it.
+# Usage: scripts/train_and_dknn.sh DATASET MODEL [extra train flags...]
+# Skips training when results/DATASET_MODEL/train_result.json exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dataset=$1 model=$2; shift 2
+out=results/${dataset}_${model}
+py=${PYTHON:-.venv/bin/python}
+data=${DKNN_DATA_DIR:-../shared/data}
+if [ ! -f "$out/train_result.json" ]; then
+  /usr/bin/time -f "peak_rss_kb %M wall_s %e" -o "$out.time" \
+    "$py" train_text_classifier.py --dataset "$dataset" --model "$model" --data-dir "$data" \
+      --word_vectors "$data/glove/glove.6B.50d.txt.gz" --out "$out" --force "$@"
+  mv "$out.time" "$out/time.txt"
+fi
+"$py" run_dknn.py --model-setup "$out/args.json" --data-dir "$data"
