@@ -1,6 +1,7 @@
 """Collect trained result folders into the paper's tables and figures under results/.
 
     python paper_results.py table1        # results/table1.md and .csv
+    python paper_results.py training      # results/training.md and .csv
     python paper_results.py reliability --run stsa.binary_cnn   # results/reliability_*.png
 
 Each output names the command that produced it; the runs themselves come from
@@ -89,6 +90,38 @@ def table1(args):
     print(markdown_table(rows, columns))
 
 
+def training_row(folder):
+    """Accuracy, speed and memory of one training run, from its result folder."""
+    config = nlp_utils.read_json(os.path.join(folder, 'args.json'))
+    result = nlp_utils.read_json(os.path.join(folder, 'train_result.json'))
+    log = nlp_utils.read_json(os.path.join(folder, 'log'))
+    timing = {}
+    if os.path.exists(os.path.join(folder, 'time.txt')):
+        with open(os.path.join(folder, 'time.txt')) as f:
+            words = f.read().split()
+        timing = dict(zip(words[0::2], words[1::2]))
+    return {'dataset': config['dataset'], 'model': config['model'],
+            'dev': round(100 * result['dev_accuracy'], 1),
+            'test': round(100 * result['test_accuracy'], 1), 'epochs': config['epoch'],
+            'seconds_per_epoch': round(log[-1]['elapsed_time'] / log[-1]['epoch'], 1),
+            'peak_memory_mb': round(int(timing['peak_rss_kb']) / 1024) if timing else None,
+            'command': 'scripts/train_and_dknn.sh {} {}{}'.format(
+                config['dataset'], config['model'],
+                '' if config['epoch'] == 30 else ' --epoch {}'.format(config['epoch']))}
+
+
+def training(args):
+    folders = sorted(os.path.join(args.results, name) for name in os.listdir(args.results)
+                     if os.path.exists(os.path.join(args.results, name, 'train_result.json')))
+    rows = [training_row(folder) for folder in folders]
+    columns = ['dataset', 'model', 'dev', 'test', 'epochs', 'seconds_per_epoch',
+               'peak_memory_mb', 'command']
+    header = ('# Training runs on this 2-core CPU (GloVe 6B 50d, accuracy in %)\n\n'
+              'Produced by: `{}`\n'.format('python ' + ' '.join(sys.argv)))
+    write_table(os.path.join(args.out, 'training'), rows, columns, header)
+    print(markdown_table(rows, columns))
+
+
 def reliability(args):
     path = os.path.join(args.results, args.run, 'dknn_predictions.npz')
     if not os.path.exists(path):
@@ -111,10 +144,11 @@ def main(argv=None):
     parser.add_argument('--out', default='results', help='where tables and figures go')
     commands = parser.add_subparsers(dest='command', required=True)
     commands.add_parser('table1', help='softmax vs DkNN accuracy (Table 1)')
+    commands.add_parser('training', help='accuracy, seconds per epoch and memory of each run')
     figure = commands.add_parser('reliability', help='reliability diagram of one run')
     figure.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     args = parser.parse_args(argv)
-    {'table1': table1, 'reliability': reliability}[args.command](args)
+    {'table1': table1, 'training': training, 'reliability': reliability}[args.command](args)
 
 
 if __name__ == '__main__':

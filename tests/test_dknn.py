@@ -100,3 +100,11 @@ def test_bad_inputs():
         dknn.calibrate([TRAIN[:0]], [])
     with pytest.raises(UserError, match='holds only class 1'):
         dknn.calibrate([TRAIN[:2]], [1, 1])
+
+
+def test_nan_activations_are_refused_with_the_layer_named():
+    from run_dknn import checked_activations
+    good = np.zeros((2, 3), np.float32)
+    assert checked_activations([good], 'test')[0] is good
+    with pytest.raises(UserError, match='test activations of layer 1 contain NaN'):
+        checked_activations([good, np.array([[0, np.nan]], np.float32)], 'test')

@@ -1,0 +1,369 @@
+"""interpretations: every importance against a hand computation on a tiny model."""
+import types
+
+import chainer
+import chainer.functions as F
+import numpy as np
+import pytest
+
+import interpretations as interp
+import nets
+import nlp_utils
+import run_dknn
+from nlp_utils import UserError
+from run_dknn import DkNN
+
+WORDS = ['good', 'bad', 'movie', 'the', 'a', 'not', 'great', 'film', 'plot', 'very', 'dull', 'fun']
+VOCAB = {nlp_utils.EOS: 0, nlp_utils.UNK: 1, **{w: i + 2 for i, w in enumerate(WORDS)}}
+LABEL_NAMES = ['neg', 'neu', 'pos']
+N_CLASS = 3
+
+
+def make_model(pair=False, seed=0):
+    np.random.seed(seed)
+    config = dict(model='cnn', unit=12, layer=1, dropout=0, embed_dim=6)
+    model = nets.build_model(config, len(VOCAB), N_CLASS, pair)
+    model.to_device('@numpy')
+    return model
+
+
+def random_sentences(n, seed, low=2, high=9):
+    rng = np.random.RandomState(seed)
+    return [list(rng.choice(WORDS, size=rng.randint(low, high))) for _ in range(n)]
+
+
+def make_setup(tmp_path, pair=False):
+    """A stand-in for model_setup.Setup with a DkNN over random training sentences."""
+    model = make_model(pair)
+    sentences = random_sentences(80, seed=1)
+    tokens = [tuple(sentences[i:i + 2]) for i in range(0, 80, 2)] if pair else sentences
+    labels = list(np.random.RandomState(2).randint(0, N_CLASS, len(tokens)))
+    train, calib = list(zip(tokens, labels))[:-15], list(zip(tokens, labels))[-15:]
+    encode = lambda examples: [x for x, _ in nlp_utils.encode_examples(examples, VOCAB)]
+    dknn = DkNN(N_CLASS, k=5).build(model.layer_activations(encode(train)), [y for _, y in train])
+    dknn.calibrate(model.layer_activations(encode(calib)), [y for _, y in calib])
+    setup = types.SimpleNamespace(
+        model=model, vocab=VOCAB, result_dir=str(tmp_path), label_names=LABEL_NAMES,
+        splits=types.SimpleNamespace(train=train, test=train[:4]),
+        config={'dataset': 'toy', 'model': 'cnn', 'n_class': N_CLASS})
+    return setup, dknn
+
+
+@pytest.fixture
+def setup_and_dknn(tmp_path):
+    return make_setup(tmp_path)
+
+
+def examples_of(sentences):
+    return [(s, i % N_CLASS) for i, s in enumerate(sentences)]
+
+
+def variants(words):
+    return [words[:i] + words[i + 1:] for i in range(len(words))]
+
+
+# ---------------------------------------------------------------- leave-one-out by hand
+def test_leave_one_out_inputs_re_encode_the_shortened_sentence():
+    words, premise = ['good', 'Schweiger', 'movie'], ['the', 'plot']
+    rows = interp.LeaveOneOutInputs(None, words, VOCAB)
+    expected = [nlp_utils.to_ids(v, VOCAB) for v in [words] + variants(words)]
+    assert len(rows) == 4 and all(np.array_equal(a, b) for a, b in zip(rows, expected))
+    pair_rows = list(interp.LeaveOneOutInputs(premise, words, VOCAB))
+    assert all(np.array_equal(p, nlp_utils.to_ids(premise, VOCAB)) for p, _ in pair_rows)
+    assert all(np.array_equal(h, e) for (_, h), e in zip(pair_rows, expected))
+    assert len(interp.LeaveOneOutInputs(None, ['fun'], VOCAB)) == 1
+
+
+def test_confidence_loo_is_the_drop_in_softmax_probability(setup_and_dknn):
+    setup, _ = setup_and_dknn
+    examples = examples_of(random_sentences(5, seed=3))
+    results = interp.ConfidenceLOO(setup.model, VOCAB).interpret(examples, batchsize=16)
+    for (words, label), result in zip(examples, results):
+        full = setup.model.predict_proba([nlp_utils.to_ids(words, VOCAB)])[0]
+        y = int(full.argmax())
+        dropped = [setup.model.predict_proba([nlp_utils.to_ids(v, VOCAB)])[0, y]
+                   for v in variants(words)]
+        assert (result.prediction, result.label, result.tokens) == (y, label, words)
+        assert result.score == pytest.approx(full[y], abs=1e-6)
+        np.testing.assert_allclose(result.scores, full[y] - np.array(dropped), atol=1e-6)
+        assert result.premise is None
+    assert any(np.abs(r.scores).max() > 1e-4 for r in results)
+
+
+@pytest.mark.parametrize('method,key', [('conformity', 'conformity'), ('credibility', 'p_values')])
+def test_dknn_loo_is_the_drop_in_dknn_scores(setup_and_dknn, method, key):
+    setup, dknn = setup_and_dknn
+    examples = examples_of(random_sentences(6, seed=4))
+    results = interp.make_interpreter(method, setup, dknn).interpret(examples, batchsize=10)
+    dknn_of = lambda words: dknn.predict_from_activations(
+        setup.model.layer_activations([nlp_utils.to_ids(words, VOCAB)]))
+    for (words, _), result in zip(examples, results):
+        full = dknn_of(words)
+        y = int(full['prediction'][0])
+        dropped = np.array([dknn_of(v)[key][0, y] for v in variants(words)])
+        assert result.prediction == y
+        assert result.score == full[key][0, y]
+        np.testing.assert_array_equal(result.scores, full[key][0, y] - dropped)
+    assert any(np.abs(r.scores).max() > 0 for r in results)
+
+
+def test_conformity_prediction_is_the_argmax_of_conformity(setup_and_dknn):
+    setup, dknn = setup_and_dknn
+    examples = examples_of(random_sentences(20, seed=5))
+    results = interp.ConformityLOO(setup.model, VOCAB, dknn).interpret(examples)
+    conformity = dknn.predict_from_activations(setup.model.layer_activations(
+        [nlp_utils.to_ids(words, VOCAB) for words, _ in examples]))['conformity']
+    assert [r.prediction for r in results] == list(conformity.argmax(axis=1))
+
+
+def test_calibrated_loo_uses_the_temperature(setup_and_dknn, tmp_path):
+    setup, _ = setup_and_dknn
+    with pytest.raises(UserError, match='scaling.py'):
+        interp.make_interpreter('calibrated', setup)
+    nlp_utils.atomic_write_json(str(tmp_path / 'temperature.json'), {'temperature': 2.5})
+    words = random_sentences(1, seed=6)[0]
+    result = interp.make_interpreter('calibrated', setup).interpret([(words, None)])[0]
+    logits = setup.model.predict_logits(
+        [nlp_utils.to_ids(v, VOCAB) for v in [words] + variants(words)])
+    probabilities = np.exp(logits / 2.5) / np.exp(logits / 2.5).sum(axis=1, keepdims=True)
+    y = result.prediction
+    assert y == logits[0].argmax() and result.label is None
+    np.testing.assert_allclose(result.scores, probabilities[0, y] - probabilities[1:, y], atol=1e-6)
+
+
+# ---------------------------------------------------------------- batching
+def test_batched_results_equal_one_at_a_time(setup_and_dknn):
+    setup, dknn = setup_and_dknn
+    examples = examples_of(random_sentences(9, seed=7) + [['fun']])
+    methods = ('conformity', 'confidence', 'credibility', 'gradient')
+    together = interp.interpret_all(setup, methods, examples, dknn, batchsize=7, progress=False)
+    assert list(together) == list(methods)
+    for method in methods:
+        interpreter = interp.make_interpreter(method, setup, dknn)
+        alone = [interpreter.interpret([example], batchsize=1)[0] for example in examples]
+        for a, b in zip(together[method], alone):
+            assert (a.prediction, a.tokens) == (b.prediction, b.tokens)
+            np.testing.assert_allclose(a.scores, b.scores, atol=1e-6)
+            assert a.score == pytest.approx(b.score, abs=1e-6)
+
+
+def test_chunks_respect_row_and_token_limits():
+    rows = [[np.zeros(n, np.int32)] * n for n in (3, 1, 5, 2)] + [[np.zeros(1000, np.int32)] * 4]
+    chunks = list(interp.chunked_rows(rows, batchsize=4))
+    assert all(len(chunk) <= 4 for chunk in chunks)
+    # Rows of 1000 ids exceed the 4 * TOKENS_PER_ROW budget, so each gets a chunk of its own.
+    assert [len(chunk) for chunk in chunks][-4:] == [1, 1, 1, 1]
+    flat = [(owner, position) for chunk in chunks for owner, position, _ in chunk]
+    assert flat == [(o, p) for o, r in enumerate(rows) for p in range(len(r))]
+
+
+def test_dknn_is_built_only_for_dknn_methods(setup_and_dknn, monkeypatch):
+    setup, dknn = setup_and_dknn
+    calls = []
+    monkeypatch.setattr(run_dknn, 'dknn_from_setup', lambda s: calls.append(s) or dknn)
+    examples = examples_of(random_sentences(2, seed=8))
+    interp.interpret_all(setup, ['confidence', 'gradient'], examples, progress=False)
+    assert calls == []
+    interp.interpret_all(setup, ['conformity', 'credibility'], examples, progress=False)
+    assert calls == [setup]
+
+
+def test_unknown_method_lists_choices(setup_and_dknn):
+    setup, _ = setup_and_dknn
+    with pytest.raises(UserError, match='choose from conformity, confidence, calibrated'):
+        interp.interpret_all(setup, 'confidence,saliency', [(['good'], 0)])
+    with pytest.raises(UserError, match='saliency'):
+        interp.make_interpreter('saliency', setup)
+
+
+# ---------------------------------------------------------------- gradient
+def test_gradient_is_minus_input_gradient_and_matches_finite_differences(setup_and_dknn):
+    setup, _ = setup_and_dknn
+    model = setup.model
+    for param in model.params():
+        param.array = param.array.astype(np.float64)
+    words = random_sentences(1, seed=9)[0]
+    result = interp.Gradient(model, VOCAB).interpret([(words, 1)])[0]
+    ids = nlp_utils.to_ids(words, VOCAB)
+    y = int(model.predict_logits([ids])[0].argmax())
+    assert result.prediction == y
+    np.testing.assert_allclose(result.scores, -model.input_gradients([ids], [y])[0][:-1])
+
+    def loss(embedded):
+        with chainer.using_config('train', False), chainer.no_backprop_mode():
+            logits = model.layers_from_embedded([chainer.Variable(embedded)])[-1]
+            return float(F.softmax_cross_entropy(logits, np.array([y], np.int32)).array)
+
+    embedded, eps = model.embed.W.array[ids], 1e-6
+    for t in range(len(words)):
+        plus, minus = embedded.copy(), embedded.copy()
+        plus[t] *= 1 + eps
+        minus[t] *= 1 - eps
+        # Positive importance: growing the word's embedding lowers the loss at y.
+        estimate = -(loss(plus) - loss(minus)) / (2 * eps)
+        assert result.scores[t] == pytest.approx(estimate, rel=1e-4, abs=1e-8)
+    assert np.abs(result.scores).max() > 1e-4
+
+
+# ---------------------------------------------------------------- scores
+def test_normalize_hand_example():
+    np.testing.assert_allclose(interp.normalize([2, 1, -1, -3]), [2 / 3, 1 / 3, -1 / 4, -3 / 4])
+    np.testing.assert_array_equal(interp.normalize([0, 4, 0]), [0, 1, 0])
+    assert np.isnan(interp.normalize([np.nan])).all()
+
+
+def test_highlighted_counts_words_above_the_threshold():
+    # normalised: [0.9, 0.04, 0.06, -0.5, -0.5, 0]
+    mask = interp.highlighted([0.9, 0.04, 0.06, -1, -1, 0])
+    np.testing.assert_array_equal(mask, [True, False, True, True, True, False])
+    assert interp.highlighted([0.9, 0.04, 0.06], threshold=0.05).sum() == 2
+    assert not interp.highlighted([np.nan]).any()
+
+
+def test_importance_ranks_hand_example():
+    scores = [0.3, -2.0, 0.0, 0.3, 1.5]
+    np.testing.assert_array_equal(interp.importance_ranks(scores), [3.5, 1, 2, 3.5, 5])
+    np.testing.assert_array_equal(interp.importance_ranks(scores, most_positive_first=True),
+                                  [2.5, 5, 4, 2.5, 1])
+    ranks = interp.importance_ranks([np.nan, 1.0, -1.0])
+    assert np.isnan(ranks[0]) and list(ranks[1:]) == [2, 1]
+
+
+def test_display_tokens_brackets_unknown_words():
+    assert interp.display_tokens(['good', 'Schweiger', 'movie'], VOCAB) == \
+        ['good', '<Schweiger>', 'movie']
+
+
+# ---------------------------------------------------------------- edge cases
+def test_one_token_input_has_nan_leave_one_out_but_a_gradient(setup_and_dknn):
+    setup, dknn = setup_and_dknn
+    results = interp.interpret_all(setup, ['confidence', 'conformity', 'gradient'],
+                                   [(['fun'], 2)], dknn, progress=False)
+    for method in ('confidence', 'conformity'):
+        (result,) = results[method]
+        assert result.scores.shape == (1,) and np.isnan(result.scores).all()
+        assert 0 < result.score <= 1
+    assert np.isfinite(results['gradient'][0].scores).all()
+
+
+def test_empty_input_is_a_user_error(setup_and_dknn):
+    setup, dknn = setup_and_dknn
+    for method in ('confidence', 'gradient'):
+        with pytest.raises(UserError, match='empty input'):
+            interp.make_interpreter(method, setup, dknn).interpret([(['good'], 0), ([], 1)])
+
+
+def test_long_input_is_interpreted_in_bounded_chunks(setup_and_dknn):
+    setup, dknn = setup_and_dknn
+    words = random_sentences(1, seed=10, low=520, high=521)[0]
+    results = interp.interpret_all(setup, ['confidence', 'conformity'], [(words, 0)], dknn,
+                                   batchsize=64, progress=False)
+    full_ids = nlp_utils.to_ids(words, VOCAB)
+    for method in ('confidence', 'conformity'):
+        assert results[method][0].scores.shape == (520,)
+        assert np.isfinite(results[method][0].scores).all()
+    probabilities = setup.model.predict_proba([full_ids] + [
+        nlp_utils.to_ids(words[:i] + words[i + 1:], VOCAB) for i in (0, 300, 519)])
+    y = results['confidence'][0].prediction
+    np.testing.assert_allclose(results['confidence'][0].scores[[0, 300, 519]],
+                               probabilities[0, y] - probabilities[1:, y], atol=1e-6)
+
+
+def test_pair_model_interprets_only_the_hypothesis(tmp_path):
+    setup, dknn = make_setup(tmp_path, pair=True)
+    premise, hypothesis = random_sentences(2, seed=11, low=4, high=7)
+    methods = ['confidence', 'conformity', 'gradient']
+    results = interp.interpret_all(setup, methods, [((premise, hypothesis), 1)], dknn,
+                                   progress=False)
+    for method in methods:
+        result = results[method][0]
+        assert result.tokens == hypothesis and result.premise == premise
+        assert result.scores.shape == (len(hypothesis),)
+    premise_ids = nlp_utils.to_ids(premise, VOCAB)
+    inputs = [(premise_ids, nlp_utils.to_ids(h, VOCAB))
+              for h in [hypothesis] + variants(hypothesis)]
+    probabilities = setup.model.predict_proba(inputs)
+    y = results['confidence'][0].prediction
+    np.testing.assert_allclose(results['confidence'][0].scores,
+                               probabilities[0, y] - probabilities[1:, y], atol=1e-6)
+    with pytest.raises(UserError, match='pair model'):
+        interp.ConfidenceLOO(setup.model, VOCAB).interpret([(hypothesis, 0)])
+
+
+# ---------------------------------------------------------------- rendering
+def hostile_views(tmp_path):
+    """Views whose tokens, labels and neighbours all try to inject markup."""
+    labels = ['<b>neg', 'neu&', 'pos"']
+    interpretation = interp.Interpretation(
+        ['<script>', 'alert(1)', '</script>', 'good', '$5'],
+        np.array([1.0, -0.5, 0.2, 0.0, np.nan]), 0, 0.9, 2, ['<i>premise', 'zzz'])
+    neighbors = [[((['<script>x'], ['good']), 1)]]
+    return interp.build_views({'conformity': [interpretation]}, VOCAB, labels, neighbors)
+
+
+def test_html_escapes_every_text(tmp_path):
+    path = tmp_path / 'out' / 'maps.html'
+    interp.render_html(hostile_views(tmp_path), str(path), title='<script>title')
+    page = path.read_text()
+    assert '&lt;script&gt;' in page and '&lt;/script&gt;' in page
+    assert '<script' not in page.lower() and '</script' not in page.lower()
+    assert '<b>neg' not in page and '&lt;b&gt;neg' in page and '&lt;i&gt;' in page
+    assert 'neu&amp;' in page
+    # Unknown words (also the premise's) are shown in angle brackets, escaped.
+    assert '&lt;zzz&gt;' in page and '&lt;&lt;script&gt;x&gt;' in page
+    # SNLI palette (green / pink) and its legend; positives normalised by their sum 1.2.
+    assert 'rgba(26,152,80,0.833)' in page and 'rgba(222,45,140,1.000)' in page
+    assert 'green: supports the prediction' in page
+
+
+def test_html_colours_follow_the_sign(tmp_path):
+    interpretation = interp.Interpretation(['good', 'bad', 'movie'], np.array([2.0, -1.0, 0.0]),
+                                           2, 0.8, 2, None)
+    views = interp.build_views({'confidence': [interpretation]}, VOCAB, LABEL_NAMES)
+    page = interp.html_page(views, 'maps')
+    assert 'rgba(33,102,172,1.000)' in page      # 'good' fully blue
+    assert 'rgba(178,24,43,1.000)' in page       # 'bad' fully red
+    assert 'rgba(33,102,172,0.000)' in page      # 'movie' uncoloured
+    assert 'pos (0.800)' in page and 'gold: <b>pos</b>' in page
+
+
+def test_png_is_written(tmp_path):
+    path = tmp_path / 'maps.png'
+    interp.render_png(hostile_views(tmp_path), str(path))
+    assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and path.stat().st_size > 1000
+    assert [p.name for p in tmp_path.iterdir()] == ['maps.png']   # no temp file left
+
+
+def test_nearest_training_examples_are_final_layer_neighbours(setup_and_dknn):
+    setup, dknn = setup_and_dknn
+    examples = examples_of(random_sentences(3, seed=12))
+    found = interp.nearest_training_examples(setup.model, dknn, setup.splits.train, examples,
+                                             4, VOCAB)
+    train_final = setup.model.layer_activations(
+        [nlp_utils.to_ids(t, VOCAB) for t, _ in setup.splits.train])[-1]
+    queries = setup.model.layer_activations([nlp_utils.to_ids(t, VOCAB) for t, _ in examples])[-1]
+    distances = np.linalg.norm(queries[:, None] - train_final[None], axis=2)
+    for query, row, neighbours in zip(queries, distances, found):
+        # Compared by distance: the random training set repeats some sentences.
+        assert all(neighbour in setup.splits.train for neighbour in neighbours)
+        found_final = setup.model.layer_activations(
+            [nlp_utils.to_ids(t, VOCAB) for t, _ in neighbours])[-1]
+        np.testing.assert_allclose(np.linalg.norm(found_final - query, axis=1),
+                                   np.sort(row)[:4], rtol=1e-5)
+
+
+# ---------------------------------------------------------------- CLI
+def test_cli_writes_html_and_png(setup_and_dknn, tmp_path, monkeypatch):
+    setup, dknn = setup_and_dknn
+    monkeypatch.setattr(interp.model_setup, 'load_setup', lambda *args: setup)
+    monkeypatch.setattr(run_dknn, 'dknn_from_setup', lambda *args, **kwargs: dknn)
+    html_path, png_path = tmp_path / 'maps.html', tmp_path / 'maps.png'
+    interp.main(['--model-setup', 'x', '--limit', '3', '--output', str(html_path),
+                 '--png', str(png_path), '--neighbors', '2'])
+    page = html_path.read_text()
+    assert page.count('<section>') == 3 and page.count('<tr>') == 9
+    assert 'Nearest training examples' in page and png_path.stat().st_size > 0
+    with pytest.raises(UserError, match='temperature.json'):
+        interp.main(['--model-setup', 'x', '--methods', 'calibrated', '--output', str(html_path)])
+    with pytest.raises(UserError, match='--limit'):
+        interp.main(['--model-setup', 'x', '--limit', '0'])
