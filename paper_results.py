@@ -3,6 +3,8 @@
     python paper_results.py table1        # results/table1.md and .csv
     python paper_results.py training      # results/training.md and .csv
     python paper_results.py reliability --run stsa.binary_cnn   # results/reliability_*.png
+    python paper_results.py table2|highlights|terribly --run stsa.binary_bilstm
+    python paper_results.py snli-artifacts --run snli_bilstm
 
 Each output names the command that produced it; the runs themselves come from
 scripts/train_and_dknn.sh (see the README).
@@ -15,8 +17,11 @@ import sys
 
 import numpy as np
 
+import interpretations
+import model_setup
 import nlp_utils
 import plots
+import run_dknn
 from nlp_utils import UserError
 
 TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
@@ -29,6 +34,26 @@ PAPER_TABLE1 = {
             'MPQA': (89.1, 88.7), 'SUBJ': (93.5, 93.1)},
 }
 MODEL_NAMES = {'bilstm': 'BiLSTM', 'cnn': 'CNN'}
+
+# Table 2's SST test sentences (as fragments of the tokenized, lowercased text).
+TABLE2_FRAGMENTS = ['an intelligent fiction about learning through cultural clash',
+                    'talented and terribly charismatic',
+                    'diane lane shines in unfaithful']
+# Section 5.1: average highlighted words per SST test sentence (of 20.23 words).
+PAPER_HIGHLIGHTS = {'gradient': 5.32, 'confidence': 5.79, 'conformity': 3.65}
+# Section 5.1: average rank of 'terribly' (1 = most negative) over 66 paraphrases.
+PAPER_TERRIBLY = {'conformity': 7.9, 'confidence': 1.68, 'gradient': 1.1}
+TERRIBLY_REPLACEMENTS = ('awesome', 'wonderful', 'impressive')
+# Table 4: top SNLI artifacts (Gururangan et al. 2018) and their average importance rank
+# (1 = most important) under (conformity, confidence) leave-one-out.
+PAPER_ARTIFACTS = {
+    'entailment': {'outdoors': (2.93, 3.26), 'least': (2.22, 4.41), 'instrument': (3.57, 4.47),
+                   'outside': (4.08, 4.80), 'animal': (2.00, 4.73)},
+    'neutral': {'tall': (1.09, 2.61), 'first': (2.14, 2.99), 'competition': (2.33, 5.56),
+                'sad': (1.39, 1.79), 'favorite': (1.69, 3.89)},
+    'contradiction': {'nobody': (1.00, 1.00), 'sleeping': (1.64, 2.34), 'no': (2.53, 5.74),
+                      'tv': (1.92, 3.74), 'cat': (1.42, 3.62)},
+}
 
 
 def read_run(results_dir, dataset, model):
@@ -138,6 +163,162 @@ def reliability(args):
     print('wrote', output)
 
 
+# ---------------------------------------------------------------- interpretation analyses
+def load_run(args):
+    """(setup, dknn) of results/<run> with the DkNN the analyses share."""
+    setup = model_setup.load_setup(os.path.join(args.results, args.run, 'args.json'))
+    dknn = run_dknn.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
+    return setup, dknn
+
+
+def provenance(setup):
+    return 'Model: {} {} ({} epochs). Produced by: `python {}`'.format(
+        setup.config['dataset'], setup.config['model'], setup.config['epoch'],
+        ' '.join(sys.argv))
+
+
+def lowercase_text(tokens):
+    return ' '.join(tokens).lower()
+
+
+def table2(args):
+    """The paper's Table 2 sentences under conformity, confidence and gradient."""
+    setup, dknn = load_run(args)
+    examples = []
+    for fragment in TABLE2_FRAGMENTS:
+        found = [ex for ex in setup.splits.test if fragment in lowercase_text(ex[0])]
+        if not found:
+            raise UserError('no test sentence contains {!r}'.format(fragment))
+        examples.append(found[0])
+    methods = ['conformity', 'confidence', 'gradient']
+    results = interpretations.interpret_all(setup, methods, examples, dknn, args.batchsize)
+    views = interpretations.build_views(results, setup.vocab, setup.label_names)
+    stem = os.path.join(args.out, 'table2')
+    interpretations.render_html(views, stem + '.html', 'Table 2. ' + provenance(setup))
+    interpretations.render_png(views, stem + '.png')
+    print('wrote {0}.html and {0}.png'.format(stem))
+
+
+def mean_or_none(values):
+    values = [v for v in values if not np.isnan(v)]
+    return round(float(np.mean(values)), 2) if values else None
+
+
+def highlights(args):
+    """Section 5.1 and 6.2: highlighted words per sentence over the whole test set."""
+    setup, dknn = load_run(args)
+    methods = ['gradient', 'confidence', 'calibrated', 'conformity']
+    results = interpretations.interpret_all(setup, methods, setup.splits.test, dknn,
+                                            args.batchsize)
+    lengths = [len(maps.tokens) for maps in results['gradient']]
+    rows = []
+    for method in methods:
+        # One-token sentences have no leave-one-out map (NaN) and are left out.
+        counts = [float(interpretations.highlighted(m.scores).sum())
+                  if not np.isnan(m.scores).any() else np.nan for m in results[method]]
+        rows.append({'method': method, 'highlighted_words': mean_or_none(counts),
+                     'paper': PAPER_HIGHLIGHTS.get(method), 'sentences': len(counts)})
+    header = ('# Highlighted words per SST test sentence (|normalised importance| > 0.05)\n\n'
+              'Average sentence length: {:.2f} words here, 20.23 in the paper. {}\n'.format(
+                  np.mean(lengths), provenance(setup)))
+    write_table(os.path.join(args.out, 'highlights'), rows,
+                ['method', 'highlighted_words', 'paper', 'sentences'], header)
+    print(markdown_table(rows, ['method', 'highlighted_words', 'paper', 'sentences']))
+
+
+def terribly_paraphrases(examples, positive_label):
+    """For each 'great' in a positive sentence, three paraphrases with 'terribly <word>'
+    in its place: [(tokens, label, position of 'terribly')]."""
+    paraphrases = []
+    for tokens, label in examples:
+        if label != positive_label:
+            continue
+        for position, token in enumerate(tokens):
+            if token.lower() == 'great':
+                for word in TERRIBLY_REPLACEMENTS:
+                    new = tokens[:position] + ['terribly', word] + tokens[position + 1:]
+                    paraphrases.append((new, label, position))
+    return paraphrases
+
+
+def terribly(args):
+    """Section 5.1: average rank of the inserted 'terribly' (1 = most negative).
+
+    Binary SST only: ranks are of the importance toward the positive class."""
+    setup, dknn = load_run(args)
+    positive = setup.label_names.index(args.positive_label)
+    paraphrases = terribly_paraphrases(setup.splits.dev, positive)
+    if not paraphrases:
+        raise UserError("no positive dev sentence contains 'great'")
+    methods = ['conformity', 'confidence', 'calibrated', 'gradient']
+    results = interpretations.interpret_all(
+        setup, methods, [(tokens, label) for tokens, label, _ in paraphrases], dknn,
+        args.batchsize)
+    rows = []
+    for method in methods:
+        # Importance toward the positive class: for a binary task that is the map of a
+        # negative prediction with its sign flipped, so the ranks answer "does 'terribly'
+        # push toward negative?" whatever each method predicted.
+        ranks = [interpretations.importance_ranks(
+                     m.scores if m.prediction == positive else -m.scores)[position]
+                 for m, (_, _, position) in zip(results[method], paraphrases)]
+        predicted_positive = np.mean([m.prediction == positive for m in results[method]])
+        rows.append({'method': method, 'average_rank': mean_or_none(ranks),
+                     'paper': PAPER_TERRIBLY.get(method), 'examples': len(ranks),
+                     'predicted_positive': round(float(predicted_positive), 2)})
+    header = ("# Average rank of 'terribly' (1 = most negative word)\n\n"
+              "{} paraphrases (the paper: 66) of positive dev sentences with 'great' replaced "
+              "by 'terribly awesome/wonderful/impressive'; importance toward the positive class "
+              "(sign flipped where a method predicts negative). {}\n".format(
+                  len(paraphrases), provenance(setup)))
+    columns = ['method', 'average_rank', 'paper', 'examples', 'predicted_positive']
+    write_table(os.path.join(args.out, 'terribly'), rows, columns, header)
+    print(markdown_table(rows, columns))
+
+
+def artifact_rows(setup, results):
+    """Table 4 rows: per artifact word and method, the average importance rank
+    (1 = most important) over examples predicted as the word's class whose
+    hypothesis contains the word."""
+    rows = []
+    for label_name, words in PAPER_ARTIFACTS.items():
+        label = setup.label_names.index(label_name)
+        for word, (paper_conformity, paper_confidence) in words.items():
+            row = {'label': label_name, 'artifact': word, 'paper_conformity': paper_conformity,
+                   'paper_confidence': paper_confidence}
+            for method in ('conformity', 'confidence'):
+                ranks = []
+                for m in results[method]:
+                    hypothesis = [t.lower() for t in m.tokens]
+                    if m.prediction == label and word in hypothesis:
+                        ranks.append(interpretations.importance_ranks(
+                            m.scores, most_positive_first=True)[hypothesis.index(word)])
+                row[method] = mean_or_none(ranks)
+                row['n_' + method] = len(ranks)
+            rows.append(row)
+    return rows
+
+
+def snli_artifacts(args):
+    """Table 4 on the evaluation split (offline: a model trained on SNLI dev, test split)."""
+    setup, dknn = load_run(args)
+    artifacts = {w for words in PAPER_ARTIFACTS.values() for w in words}
+    examples = [ex for ex in setup.splits.test
+                if artifacts & {t.lower() for t in ex[0][1]}]
+    results = interpretations.interpret_all(setup, ['conformity', 'confidence'], examples,
+                                            dknn, args.batchsize)
+    rows = artifact_rows(setup, results)
+    columns = ['label', 'artifact', 'conformity', 'confidence', 'paper_conformity',
+               'paper_confidence', 'n_conformity', 'n_confidence']
+    header = ('# SNLI artifacts: average importance rank (1 = most important word)\n\n'
+              'Small-data proxy: trained on {} examples of SNLI dev, evaluated on the test '
+              'split ({} examples with an artifact word); the paper trained on the full train '
+              'split and used the validation set. {}\n'.format(
+                  len(setup.splits.train), len(examples), provenance(setup)))
+    write_table(os.path.join(args.out, 'snli_artifacts'), rows, columns, header)
+    print(markdown_table(rows, columns))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
@@ -147,8 +328,20 @@ def main(argv=None):
     commands.add_parser('training', help='accuracy, seconds per epoch and memory of each run')
     figure = commands.add_parser('reliability', help='reliability diagram of one run')
     figure.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
+    analyses = {'table2': table2, 'highlights': highlights, 'terribly': terribly,
+                'snli-artifacts': snli_artifacts}
+    for name, function in analyses.items():
+        command = commands.add_parser(name, help=function.__doc__.split('\n')[0])
+        command.add_argument('--run', default='snli_bilstm' if name == 'snli-artifacts'
+                             else 'stsa.binary_bilstm', help='result folder name')
+        command.add_argument('--backend', default='kdtree', help='DkNN search backend')
+        command.add_argument('--k', type=int, default=75)
+        command.add_argument('--batchsize', type=int, default=256)
+        command.add_argument('--positive-label', default='1', help='SST positive label name')
     args = parser.parse_args(argv)
-    {'table1': table1, 'training': training, 'reliability': reliability}[args.command](args)
+    commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability}
+    commands_by_name.update(analyses)
+    commands_by_name[args.command](args)
 
 
 if __name__ == '__main__':
