@@ -1,0 +1,54 @@
+import json
+import types
+
+import numpy as np
+
+import paper_results
+from interpretations import Interpretation
+
+
+def test_terribly_paraphrases_replace_each_great_of_positive_sentences():
+    examples = [(['a', 'great', 'film', ',', 'Great', 'cast'], 1), (['great', 'but', 'no'], 0)]
+    paraphrases = paper_results.terribly_paraphrases(examples, positive_label=1)
+    assert len(paraphrases) == 6
+    tokens, label, position = paraphrases[0]
+    assert tokens == ['a', 'terribly', 'awesome', 'film', ',', 'Great', 'cast']
+    assert (label, position) == (1, 1)
+    tokens, _, position = paraphrases[5]
+    assert tokens[position:position + 2] == ['terribly', 'impressive'] and position == 4
+
+
+def interpretation(hypothesis, scores, prediction):
+    return Interpretation(tokens=hypothesis, scores=np.array(scores, float),
+                          prediction=prediction, score=1.0, label=None, premise=['p'])
+
+
+def test_artifact_ranks_count_only_matching_predictions():
+    setup = types.SimpleNamespace(label_names=['entailment', 'neutral', 'contradiction'])
+    maps = [interpretation(['nobody', 'is', 'here'], [0.9, 0.1, 0.3], 2),   # rank 1
+            interpretation(['a', 'nobody', 'sits'], [0.5, 0.2, 0.4], 2),    # rank 3
+            interpretation(['nobody', 'sits'], [0.9, 0.1], 0)]              # not contradiction
+    rows = paper_results.artifact_rows(setup, {'conformity': maps, 'confidence': maps[:1]})
+    nobody = [r for r in rows if r['artifact'] == 'nobody'][0]
+    assert nobody['conformity'] == 2.0 and nobody['n_conformity'] == 2
+    assert nobody['confidence'] == 1.0 and nobody['n_confidence'] == 1
+    assert nobody['paper_conformity'] == 1.00
+    outdoors = [r for r in rows if r['artifact'] == 'outdoors'][0]
+    assert outdoors['conformity'] is None and outdoors['n_conformity'] == 0
+
+
+def test_table1_collects_runs_and_marks_missing(tmp_path):
+    folder = tmp_path / 'TREC_cnn'
+    folder.mkdir()
+    (folder / 'dknn.json').write_text(json.dumps(
+        {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.8875, 'backend': 'kdtree', 'k': 75}))
+    (folder / 'args.json').write_text(json.dumps({'epoch': 30}))
+    rows = paper_results.table1_rows(str(tmp_path))
+    trec = [r for r in rows if r['model'] == 'CNN' and r['dataset'] == 'TREC'][0]
+    assert (trec['softmax'], trec['dknn'], trec['difference']) == (90.0, 88.8, -1.2)
+    assert (trec['paper_softmax'], trec['paper_dknn']) == (92.8, 92.4)
+    sst = [r for r in rows if r['model'] == 'BiLSTM' and r['dataset'] == 'SST'][0]
+    assert sst['softmax'] is None
+    table = paper_results.markdown_table(rows, ['model', 'dataset', 'softmax'])
+    assert '| CNN | TREC | 90.0 |' in table and '| BiLSTM | SST | not run |' in table
+    assert paper_results.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
