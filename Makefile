@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 DKNN_DATA_DIR ?= $(abspath ../shared/data)
-export DKNN_DATA_DIR
 GLOVE := $(DKNN_DATA_DIR)/glove/glove.6B.50d.txt.gz
 DEMO := results/demo_sst_cnn
 
@@ -19,7 +18,7 @@ venv: $(VENV)/installed
 # Small default: a CNN on SST-2 (5 epochs), its DkNN, and saliency maps of 20 test sentences.
 demo: venv
 	$(PY) train_text_classifier.py --dataset stsa.binary --model cnn --epoch 5 \
-	    --word_vectors $(GLOVE) --out $(DEMO) --force
+	    --data-dir $(DKNN_DATA_DIR) --word_vectors $(GLOVE) --out $(DEMO) --force
 	$(PY) run_dknn.py --model-setup $(DEMO)/args.json
 	$(PY) scaling.py --model-setup $(DEMO)/args.json
 	$(PY) interpretations.py --model-setup $(DEMO)/args.json --split test --limit 20 \
