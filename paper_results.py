@@ -193,7 +193,7 @@ def table2(args):
     methods = ['conformity', 'confidence', 'gradient']
     results = interpretations.interpret_all(setup, methods, examples, dknn, args.batchsize)
     views = interpretations.build_views(results, setup.vocab, setup.label_names)
-    stem = os.path.join(args.out, 'table2')
+    stem = os.path.join(args.out, 'table2_' + args.run)
     interpretations.render_html(views, stem + '.html', 'Table 2. ' + provenance(setup))
     interpretations.render_png(views, stem + '.png')
     print('wrote {0}.html and {0}.png'.format(stem))
@@ -221,7 +221,7 @@ def highlights(args):
     header = ('# Highlighted words per SST test sentence (|normalised importance| > 0.05)\n\n'
               'Average sentence length: {:.2f} words here, 20.23 in the paper. {}\n'.format(
                   np.mean(lengths), provenance(setup)))
-    write_table(os.path.join(args.out, 'highlights'), rows,
+    write_table(os.path.join(args.out, 'highlights_' + args.run), rows,
                 ['method', 'highlighted_words', 'paper', 'sentences'], header)
     print(markdown_table(rows, ['method', 'highlighted_words', 'paper', 'sentences']))
 
@@ -272,7 +272,7 @@ def terribly(args):
               "(sign flipped where a method predicts negative). {}\n".format(
                   len(paraphrases), provenance(setup)))
     columns = ['method', 'average_rank', 'paper', 'examples', 'predicted_positive']
-    write_table(os.path.join(args.out, 'terribly'), rows, columns, header)
+    write_table(os.path.join(args.out, 'terribly_' + args.run), rows, columns, header)
     print(markdown_table(rows, columns))
 
 
@@ -315,7 +315,7 @@ def snli_artifacts(args):
               'split ({} examples with an artifact word); the paper trained on the full train '
               'split and used the validation set. {}\n'.format(
                   len(setup.splits.train), len(examples), provenance(setup)))
-    write_table(os.path.join(args.out, 'snli_artifacts'), rows, columns, header)
+    write_table(os.path.join(args.out, 'snli_artifacts_' + args.run), rows, columns, header)
     print(markdown_table(rows, columns))
 
 
