@@ -1,6 +1,7 @@
 """Vocabulary, word vectors, batching and safe file output shared by every script."""
 import collections
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -29,7 +30,7 @@ def run_cli(main):
 
 
 # ---------------------------------------------------------------- atomic output
-def _atomic_write(path, write, mode):
+def atomic_write(path, write, mode):
     """Write through a temporary file in the same folder, then rename, so a crash
     never leaves a half-written `path` behind."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -46,7 +47,7 @@ def _atomic_write(path, write, mode):
 
 
 def atomic_write_text(path, text):
-    _atomic_write(path, lambda f: f.write(text), 'w')
+    atomic_write(path, lambda f: f.write(text), 'w')
 
 
 def atomic_write_json(path, obj):
@@ -58,7 +59,16 @@ def atomic_savez(path, **arrays):
     for name, array in arrays.items():
         if np.asarray(array).dtype == object:
             raise ValueError('refusing to save object array {!r} (would need pickle)'.format(name))
-    _atomic_write(path, lambda f: np.savez(f, **arrays), 'wb')
+    atomic_write(path, lambda f: np.savez(f, **arrays), 'wb')
+
+
+def file_digest(path, algorithm='md5'):
+    """Hex digest of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.new(algorithm)
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def read_json(path, what='file'):

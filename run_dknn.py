@@ -8,7 +8,6 @@ with the softmax and with DkNN, plus credibility and confidence; writes dknn.jso
 """
 import argparse
 import contextlib
-import hashlib
 import os
 import time
 
@@ -125,14 +124,6 @@ class DkNN:
 
 
 # ---------------------------------------------------------------- model + cache
-def file_digest(path):
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def checked_activations(activations, what):
     for i, layer in enumerate(activations):
         if not np.all(np.isfinite(layer)):
@@ -146,7 +137,7 @@ def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=Tru
     <result_dir>/dknn_cache.npz and reused while model file and split are unchanged."""
     cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
     model_path = os.path.join(setup.result_dir, setup.config['model_path'])
-    key = np.array('{}:{}:{}'.format(file_digest(model_path), len(setup.splits.train),
+    key = np.array('{}:{}:{}'.format(nlp_utils.file_digest(model_path), len(setup.splits.train),
                                      ','.join(map(str, setup.splits.calib_indices))))
     if use_cache and os.path.exists(cache_path):
         with np.load(cache_path, allow_pickle=False) as cache:

@@ -33,7 +33,8 @@ from typing import List, Optional, Tuple, Union
 import numpy as np
 from tqdm import tqdm
 
-from nlp_utils import UserError, _atomic_write
+import nlp_utils
+from nlp_utils import UserError, atomic_write
 
 Tokens = Union[List[str], Tuple[List[str], List[str]]]
 Example = Tuple[Tokens, int]
@@ -178,21 +179,13 @@ def _find_in_cache(name, spec, file):
 
 
 # ---------------------------------------------------------------- downloading
-def _md5_of_file(path):
-    digest = hashlib.md5()
-    with open(path, 'rb') as f:
-        for chunk in iter(lambda: f.read(1 << 20), b''):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _verify_md5s(folder, expected_md5s, url):
     """Delete every file in `folder` whose md5 differs from `expected_md5s` (file -> md5;
     absent files are skipped), then raise naming them, so no bad file stays usable."""
     wrong = []
     for file, expected in expected_md5s.items():
         path = os.path.join(folder, file)
-        if os.path.exists(path) and _md5_of_file(path) != expected:
+        if os.path.exists(path) and nlp_utils.file_digest(path) != expected:
             os.remove(path)
             wrong.append(path)
     if wrong:
@@ -226,7 +219,7 @@ def download(url, path, md5=None):
         with urllib.request.urlopen(url, timeout=60) as response:
             _copy_response(response, f, url, md5)
     try:
-        _atomic_write(path, write, 'wb')
+        atomic_write(path, write, 'wb')
     except (OSError, http.client.HTTPException) as error:
         raise UserError('could not download {} ({}); download it yourself and pass --data-dir '
                         'DIR or set DKNN_DATA_DIR'.format(url, error))

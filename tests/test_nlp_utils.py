@@ -74,7 +74,7 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
         raise Boom
 
     with pytest.raises(Boom):
-        nlp_utils._atomic_write(str(target), explode, 'w')
+        nlp_utils.atomic_write(str(target), explode, 'w')
     assert nlp_utils.read_json(str(target)) == {'a': 1}
     assert os.listdir(tmp_path) == ['out.json']
 
