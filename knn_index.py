@@ -88,6 +88,15 @@ class NeighborIndex:
         self.n_short_queries += int(missing.any(axis=1).sum())
         return distances, indices.astype(np.int64)
 
+    def saved_state(self):
+        """The built index as {name: array} for np.savez (no pickle), or None where the
+        backend cannot be saved that way and is rebuilt from the vectors instead."""
+        return None
+
+    def restore(self, state):
+        """Load what saved_state() returned; returns self."""
+        raise NotImplementedError
+
     def _build(self, vectors):
         raise NotImplementedError
 
@@ -253,6 +262,19 @@ class FaissIndex(NeighborIndex):
             self._index.cp.max_points_per_centroid = self.train_per_list
             self._index.train(vectors)
         self._index.add(vectors)
+
+    def saved_state(self):
+        import faiss
+        return {'faiss_index': faiss.serialize_index(self._index)}
+
+    def restore(self, state):
+        import faiss
+        _limit_faiss_threads(faiss, self.n_threads)
+        self._index = faiss.deserialize_index(np.asarray(state['faiss_index']))
+        self.n, self.dim, self.n_short_queries = self._index.ntotal, self._index.d, 0
+        if self.kind == 'ivf':
+            self.nlist_used = self._index.nlist
+        return self
 
     def _search(self, queries, k):
         if self.kind == 'hnsw':

@@ -48,8 +48,10 @@ class DkNN:
         self.calibration_scores = None
 
     # ------------------------------------------------------------ fitting
-    def build(self, train_activations, train_labels, progress=False):
-        """train_activations: list of (N, D_l) arrays, one per layer; train_labels (N,)."""
+    def build(self, train_activations, train_labels, progress=False, index_states=None):
+        """train_activations: list of (N, D_l) arrays, one per layer; train_labels (N,).
+        index_states: per used layer, a saved_state() of an index built on the same
+        activations with the same backend options, restored instead of rebuilt."""
         if self.last_layer_only:
             train_activations = train_activations[-1:]
         n_train = len(train_labels)
@@ -57,8 +59,12 @@ class DkNN:
             raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
                             .format(self.k, n_train))
         layers = tqdm.tqdm(train_activations, desc='indexing', unit='layer', disable=not progress)
-        self.indexes = [knn_index.make_index(self.backend, **self.index_options).build(layer)
-                        for layer in layers]
+        if index_states is not None:
+            self.indexes = [knn_index.make_index(self.backend, **self.index_options).restore(state)
+                            for state in index_states]
+        else:
+            self.indexes = [knn_index.make_index(self.backend, **self.index_options).build(layer)
+                            for layer in layers]
         self.train_labels = np.asarray(train_labels, dtype=np.int64)
         return self
 
@@ -132,13 +138,18 @@ def checked_activations(activations, what):
     return activations
 
 
+def activation_key(setup):
+    """Identifies the cached activations: the model file's digest and the split."""
+    model_path = os.path.join(setup.result_dir, setup.config['model_path'])
+    return '{}:{}:{}'.format(nlp_utils.file_digest(model_path), len(setup.splits.train),
+                             ','.join(map(str, setup.splits.calib_indices)))
+
+
 def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=True):
     """(list of (N, D_l) float32, labels (N,)) for the training split, cached in
     <result_dir>/dknn_cache.npz and reused while model file and split are unchanged."""
     cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
-    model_path = os.path.join(setup.result_dir, setup.config['model_path'])
-    key = np.array('{}:{}:{}'.format(nlp_utils.file_digest(model_path), len(setup.splits.train),
-                                     ','.join(map(str, setup.splits.calib_indices))))
+    key = np.array(activation_key(setup))
     if use_cache and os.path.exists(cache_path):
         with np.load(cache_path, allow_pickle=False) as cache:
             if str(cache['key']) == str(key):
@@ -154,6 +165,40 @@ def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=Tru
                            predicted=predicted, **layers)
     return activations, {'gold': gold, 'predicted': predicted}[neighbor_labels]
 
+
+
+class IndexCache:
+    """<result_dir>/dknn_index_<backend>.npz: built indexes of backends that can be saved
+    without pickle (faiss); KD-tree and LSH indexes are rebuilt from the cached
+    activations. Valid while activations, backend options and layers are unchanged."""
+
+    def __init__(self, setup, dknn):
+        self.path = os.path.join(setup.result_dir, 'dknn_index_{}.npz'.format(dknn.backend))
+        self.key = '{}|{}|{}'.format(activation_key(setup), sorted(dknn.index_options.items()),
+                                     dknn.last_layer_only)
+        self.dknn = dknn
+
+    def load(self):
+        """Per-layer saved states, or None when there is no valid cache."""
+        if not os.path.exists(self.path):
+            return None
+        with np.load(self.path, allow_pickle=False) as cache:
+            if str(cache['key']) != self.key:
+                return None
+            states = [{} for _ in range(int(cache['n_indexes']))]
+            for name in cache.files:
+                if name.startswith('index_'):
+                    _, layer, field = name.split('_', 2)
+                    states[int(layer)][field] = cache[name]
+            return states
+
+    def save(self):
+        states = [index.saved_state() for index in self.dknn.indexes]
+        if any(state is None for state in states):
+            return
+        arrays = {'index_{}_{}'.format(i, field): array
+                  for i, state in enumerate(states) for field, array in state.items()}
+        nlp_utils.atomic_savez(self.path, key=np.array(self.key), n_indexes=len(states), **arrays)
 
 
 class PhaseTimer:
@@ -177,7 +222,11 @@ def dknn_from_setup(setup, backend='kdtree', k=75, neighbor_labels='gold', last_
         activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache)
     dknn = DkNN(setup.config['n_class'], backend, k, last_layer_only, index_options)
     with timer('index'):
-        dknn.build(activations, labels, progress=True)
+        index_cache = IndexCache(setup, dknn) if use_cache else None
+        saved_states = index_cache.load() if index_cache else None
+        dknn.build(activations, labels, progress=True, index_states=saved_states)
+        if index_cache and saved_states is None:
+            index_cache.save()
     with timer('calibrate'):
         calib = setup.calib
         calib_activations = checked_activations(setup.model.layer_activations(

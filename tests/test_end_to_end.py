@@ -186,3 +186,22 @@ def test_snli_style_pairs_train_and_run_dknn(tmp_path):
     run_dknn.main(['--model-setup', str(out), '--k', '5'])
     with open(str(out / 'dknn.json')) as f:
         assert json.load(f)['n_examples'] == 30
+
+
+def test_faiss_indexes_are_cached_and_reused(trained, tmp_path):
+    import shutil
+    out, _ = trained
+    copy = tmp_path / 'faiss_copy'
+    shutil.copytree(str(out), str(copy))
+    setup = model_setup.load_setup(str(copy))
+    first = run_dknn.dknn_from_setup(setup, 'faiss', k=5)
+    saved = copy / 'dknn_index_faiss.npz'
+    assert saved.exists()
+    saved_time = os.path.getmtime(str(saved))
+    second = run_dknn.dknn_from_setup(setup, 'faiss', k=5)
+    assert os.path.getmtime(str(saved)) == saved_time
+    queries = setup.model.layer_activations([x for x, _ in setup.test])
+    np.testing.assert_array_equal(first.predict_from_activations(queries)['p_values'],
+                                  second.predict_from_activations(queries)['p_values'])
+    other = run_dknn.dknn_from_setup(setup, 'faiss', k=5, index_options={'kind': 'hnsw'})
+    assert other.indexes[0].kind == 'hnsw' and os.path.getmtime(str(saved)) > saved_time

@@ -8,7 +8,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 
 import knn_index  # noqa: E402
-from knn_index import make_index, BACKENDS, NeighborIndex  # noqa: E402
+from knn_index import BACKENDS, FaissIndex, KDTreeIndex, NeighborIndex, make_index  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
 # backends (with options) that must be exact on tiny data; ivf on < 39 points has one list
@@ -231,3 +231,18 @@ def test_unknown_backend_option_and_kind():
         make_index('faiss', kind='pq')
     assert isinstance(make_index('kdtree', leaf_size=5), NeighborIndex)
     assert knn_index.BACKENDS == ('kdtree', 'lsh', 'faiss')
+
+
+@pytest.mark.parametrize('kind', ['flat', 'ivf', 'hnsw'])
+def test_faiss_index_survives_a_save_without_pickle(tmp_path, kind):
+    rng = np.random.RandomState(0)
+    vectors = rng.normal(size=(400, 6)).astype(np.float32)
+    queries = rng.normal(size=(20, 6)).astype(np.float32)
+    built = FaissIndex(kind=kind).build(vectors)
+    np.savez(str(tmp_path / 'index.npz'), **built.saved_state())
+    with np.load(str(tmp_path / 'index.npz'), allow_pickle=False) as saved:
+        restored = FaissIndex(kind=kind).restore(dict(saved))
+    assert (restored.n, restored.dim) == (400, 6)
+    for a, b in zip(built.search(queries, 7), restored.search(queries, 7)):
+        np.testing.assert_array_equal(a, b)
+    assert KDTreeIndex().build(vectors).saved_state() is None
