@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Train one model with the paper's hyperparameters (GloVe 50d offline) and run DkNN on it.
-# Usage: scripts/train_and_dknn.sh DATASET MODEL [extra train flags...]
-# Skips training when results/DATASET_MODEL/train_result.json exists.
+# Usage: [RUN=name] scripts/train_and_dknn.sh DATASET MODEL [extra train flags...]
+# Writes results/${RUN:-DATASET_MODEL}; skips training when its train_result.json exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dataset=$1 model=$2; shift 2
-out=results/${dataset}_${model}
+out=results/${RUN:-${dataset}_${model}}
 py=${PYTHON:-.venv/bin/python}
 data=${DKNN_DATA_DIR:-../shared/data}
 if [ ! -f "$out/train_result.json" ]; then
