@@ -202,13 +202,13 @@ def write_calibration(result_dir, logits, labels):
     return summary
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True,
                         help='args.json written by train_text_classifier.py')
     parser.add_argument('--batchsize', type=int, default=64)
     parser.add_argument('--gpu', type=int, default=-1)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     # Imported here because it pulls in Chainer, which the functions above do not need.
     from model_setup import load_setup

@@ -205,3 +205,22 @@ def test_faiss_indexes_are_cached_and_reused(trained, tmp_path):
                                   second.predict_from_activations(queries)['p_values'])
     other = run_dknn.dknn_from_setup(setup, 'faiss', k=5, index_options={'kind': 'hnsw'})
     assert other.indexes[0].kind == 'hnsw' and os.path.getmtime(str(saved)) > saved_time
+
+
+def test_model_without_calibration_split(data_files, tmp_path):
+    """--n-calib 0: DkNN and temperature methods refuse with one line; the rest work."""
+    import interpretations
+    import scaling
+    out = tmp_path / 'no_calib'
+    train(out, data_files, '--n-calib', '0', '--epoch', '2')
+    setup_path = str(out / 'args.json')
+    with pytest.raises(UserError, match='calibration split is empty'):
+        interpretations.main(['--model-setup', setup_path, '--methods', 'conformity'])
+    with pytest.raises(UserError, match='--n-calib'):
+        scaling.main(['--model-setup', setup_path])
+    with pytest.raises(UserError, match='temperature.json'):
+        interpretations.main(['--model-setup', setup_path, '--methods', 'calibrated'])
+    page = tmp_path / 'maps.html'
+    interpretations.main(['--model-setup', setup_path, '--methods', 'confidence,gradient',
+                          '--limit', '3', '--output', str(page)])
+    assert page.read_text().count('confidence') >= 3

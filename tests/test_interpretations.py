@@ -246,6 +246,18 @@ def test_one_token_input_has_nan_leave_one_out_but_a_gradient(setup_and_dknn):
     assert np.isfinite(results['gradient'][0].scores).all()
 
 
+def test_all_unknown_input_gives_equal_scores_and_bracketed_words(setup_and_dknn):
+    """Every word is '<unk>', so every leave-one-out variant is the same input."""
+    setup, dknn = setup_and_dknn
+    words = ['zzz', 'qqq', 'xxx']
+    results = interp.interpret_all(setup, ['confidence', 'conformity'], [(words, 0)], dknn,
+                                   progress=False)
+    for method in ('confidence', 'conformity'):
+        scores = results[method][0].scores
+        assert np.isfinite(scores).all() and np.ptp(scores) == 0
+    assert interp.display_tokens(words, VOCAB) == ['<zzz>', '<qqq>', '<xxx>']
+
+
 def test_empty_input_is_a_user_error(setup_and_dknn):
     setup, dknn = setup_and_dknn
     for method in ('confidence', 'gradient'):
