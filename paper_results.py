@@ -56,9 +56,8 @@ PAPER_ARTIFACTS = {
 }
 
 
-def read_run(results_dir, dataset, model):
-    """dknn.json and train args of results/<dataset>_<model>, or None if not run."""
-    folder = os.path.join(results_dir, '{}_{}'.format(dataset, model))
+def read_run(folder):
+    """dknn.json and the epoch count of a result folder, or None if DkNN was not run."""
     if not os.path.exists(os.path.join(folder, 'dknn.json')):
         return None
     report = nlp_utils.read_json(os.path.join(folder, 'dknn.json'))
@@ -67,21 +66,31 @@ def read_run(results_dir, dataset, model):
 
 
 def table1_rows(results_dir):
+    """One row per model and dataset (results/<dataset>_<model>), plus one per extra
+    seed (results/<dataset>_<model>_seed<N>, from RUN=... scripts/train_and_dknn.sh)."""
     rows = []
     for model in ('bilstm', 'cnn'):
         for dataset, short in TABLE1_DATASETS:
-            paper_softmax, paper_dknn = PAPER_TABLE1[model][short]
-            run = read_run(results_dir, dataset, model)
-            row = {'model': MODEL_NAMES[model], 'dataset': short, 'paper_softmax': paper_softmax,
-                   'paper_dknn': paper_dknn, 'softmax': None, 'dknn': None, 'difference': None,
-                   'epochs': None, 'backend': None, 'k': None}
-            if run:
-                softmax, dknn = 100 * run['softmax_accuracy'], 100 * run['dknn_accuracy']
-                row.update(softmax=round(softmax, 1), dknn=round(dknn, 1),
-                           difference=round(dknn - softmax, 1), epochs=run['epoch'],
-                           backend=run['backend'], k=run['k'])
-            rows.append(row)
+            run = '{}_{}'.format(dataset, model)
+            seeds = sorted(name for name in os.listdir(results_dir)
+                           if name.startswith(run + '_seed')) if os.path.isdir(results_dir) else []
+            for name in [run] + seeds:
+                rows.append(table1_row(results_dir, name, model, short))
     return rows
+
+
+def table1_row(results_dir, name, model, short):
+    paper_softmax, paper_dknn = PAPER_TABLE1[model][short]
+    row = {'model': MODEL_NAMES[model], 'dataset': short, 'run': name,
+           'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
+           'dknn': None, 'difference': None, 'epochs': None, 'backend': None, 'k': None}
+    run = read_run(os.path.join(results_dir, name))
+    if run:
+        softmax, dknn = 100 * run['softmax_accuracy'], 100 * run['dknn_accuracy']
+        row.update(softmax=round(softmax, 1), dknn=round(dknn, 1),
+                   difference=round(dknn - softmax, 1), epochs=run['epoch'],
+                   backend=run['backend'], k=run['k'])
+    return row
 
 
 def markdown_table(rows, columns):
@@ -107,7 +116,7 @@ def write_table(path_stem, rows, columns, header):
 def table1(args):
     rows = table1_rows(args.results)
     columns = ['model', 'dataset', 'softmax', 'dknn', 'difference', 'paper_softmax',
-               'paper_dknn', 'epochs', 'backend', 'k']
+               'paper_dknn', 'epochs', 'run', 'backend', 'k']
     header = ('# Table 1: softmax vs DkNN test accuracy (%)\n\nOurs: GloVe 6B 50d, this 2-core '
               'CPU, epoch chosen on dev; paper: GloVe 840B 300d.\nProduced by: `{}`\n'.format(
                   'python ' + ' '.join(sys.argv)))
@@ -130,19 +139,35 @@ def training_row(folder):
             'test': round(100 * result['test_accuracy'], 1), 'epochs': config['epoch'],
             'seconds_per_epoch': round(log[-1]['elapsed_time'] / log[-1]['epoch'], 1),
             'peak_memory_mb': round(int(timing['peak_rss_kb']) / 1024) if timing else None,
-            'command': 'scripts/train_and_dknn.sh {} {}{}'.format(
-                config['dataset'], config['model'],
-                '' if config['epoch'] == 30 else ' --epoch {}'.format(config['epoch']))}
+            'command': rerun_command(folder, config)}
+
+
+def rerun_command(folder, config):
+    """The scripts/train_and_dknn.sh call that makes this result folder again."""
+    name, default_name = os.path.basename(folder), '{}_{}'.format(config['dataset'],
+                                                                 config['model'])
+    flags = ''.join(' --{} {}'.format(flag, config[key]) for flag, key, default in (
+        ('epoch', 'epoch', 30), ('seed', 'seed', 777)) if config[key] != default)
+    for flag in ('train_file', 'test_file', 'dev_file'):
+        if config.get(flag):
+            flags += ' --{} .../{}'.format(flag.replace('_', '-'), os.path.basename(config[flag]))
+    prefix = '' if name == default_name else 'RUN={} '.format(name)
+    return '{}scripts/train_and_dknn.sh {} {}{}'.format(prefix, config['dataset'],
+                                                          config['model'], flags)
 
 
 def training(args):
+    # demo_* folders come from `make demo`, not from train_and_dknn.sh.
     folders = sorted(os.path.join(args.results, name) for name in os.listdir(args.results)
-                     if os.path.exists(os.path.join(args.results, name, 'train_result.json')))
+                     if not name.startswith('demo_')
+                     and os.path.exists(os.path.join(args.results, name, 'train_result.json')))
     rows = [training_row(folder) for folder in folders]
     columns = ['dataset', 'model', 'dev', 'test', 'epochs', 'seconds_per_epoch',
                'peak_memory_mb', 'command']
     header = ('# Training runs on this 2-core CPU (GloVe 6B 50d, accuracy in %)\n\n'
-              'Produced by: `{}`\n'.format('python ' + ' '.join(sys.argv)))
+              'Runs shared the 2 cores with other jobs part of the time, so seconds per '
+              'epoch vary by up to 2x between runs. Produced by: `{}`\n'.format(
+                  'python ' + ' '.join(sys.argv)))
     write_table(os.path.join(args.out, 'training'), rows, columns, header)
     print(markdown_table(rows, columns))
 

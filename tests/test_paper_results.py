@@ -43,8 +43,14 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     (folder / 'dknn.json').write_text(json.dumps(
         {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.8875, 'backend': 'kdtree', 'k': 75}))
     (folder / 'args.json').write_text(json.dumps({'epoch': 30}))
+    seed = tmp_path / 'TREC_cnn_seed1'
+    seed.mkdir()
+    (seed / 'dknn.json').write_text(json.dumps(
+        {'softmax_accuracy': 0.5, 'dknn_accuracy': 0.5, 'backend': 'faiss', 'k': 5}))
+    (seed / 'args.json').write_text(json.dumps({'epoch': 2}))
     rows = paper_results.table1_rows(str(tmp_path))
-    trec = [r for r in rows if r['model'] == 'CNN' and r['dataset'] == 'TREC'][0]
+    trec, trec_seed = [r for r in rows if r['model'] == 'CNN' and r['dataset'] == 'TREC']
+    assert trec_seed['run'] == 'TREC_cnn_seed1' and trec_seed['softmax'] == 50.0
     assert (trec['softmax'], trec['dknn'], trec['difference']) == (90.0, 88.8, -1.2)
     assert (trec['paper_softmax'], trec['paper_dknn']) == (92.8, 92.4)
     sst = [r for r in rows if r['model'] == 'BiLSTM' and r['dataset'] == 'SST'][0]
