@@ -76,8 +76,8 @@ def load_data(config):
 
 def read_config(args_path):
     config = nlp_utils.read_json(args_path, 'model setup')
-    missing = [f for f in ARGS_FIELDS if f not in config]
-    if not isinstance(config, dict) or missing:
+    missing = [f for f in ARGS_FIELDS if f not in config] if isinstance(config, dict) else ['all']
+    if missing:
         raise UserError('model setup {} lacks fields {}; re-train with train_text_classifier.py'
                         .format(args_path, missing))
     return config

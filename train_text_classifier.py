@@ -73,14 +73,14 @@ def absolute(path):
     return os.path.abspath(path) if path else None
 
 
-def make_config(args, out):
+def make_config(args):
     """The args.json dict: everything load_setup needs to rebuild model and data.
     Paths inside the result folder are relative so the folder can be moved."""
     config = {k: v for k, v in vars(args).items() if k not in ('force', 'resume', 'gpu', 'out')}
     config.update(data_dir=absolute(text_datasets.resolve_data_dir(args.data_dir)),
                   word_vectors=absolute(args.word_vectors), train_file=absolute(args.train_file),
                   dev_file=absolute(args.dev_file), test_file=absolute(args.test_file),
-                  vocab_path='vocab.json', model_path='best_model.npz', out=os.path.abspath(out))
+                  vocab_path='vocab.json', model_path='best_model.npz')
     return config
 
 
@@ -169,7 +169,7 @@ def main(argv=None):
     args = parse_args(argv)
     out = args.out or os.path.join('results', '{}_{}'.format(args.dataset, args.model))
     prepare_out(args, out)
-    config = resumed_config(args, out) if args.resume else make_config(args, out)
+    config = resumed_config(args, out) if args.resume else make_config(args)
     device = model_setup.get_device(args.gpu)
     seed_everything(config['seed'], device)
     dataset, splits = model_setup.load_data(config)

@@ -224,3 +224,9 @@ def test_model_without_calibration_split(data_files, tmp_path):
     interpretations.main(['--model-setup', setup_path, '--methods', 'confidence,gradient',
                           '--limit', '3', '--output', str(page)])
     assert page.read_text().count('confidence') >= 3
+
+
+def test_args_json_that_is_not_an_object(tmp_path):
+    (tmp_path / 'args.json').write_text('[1, 2]')
+    with pytest.raises(UserError, match='lacks fields'):
+        model_setup.read_config(str(tmp_path / 'args.json'))
