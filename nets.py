@@ -30,6 +30,11 @@ def inference_mode():
         yield
 
 
+def _n_ids(x):
+    """Length of an input: ids, or the longer part of a (premise, hypothesis) pair."""
+    return max(len(part) for part in x) if isinstance(x, tuple) else len(x)
+
+
 def to_numpy(variable):
     return chainer.backend.CpuDevice().send(variable.array)
 
@@ -166,12 +171,16 @@ class TextClassifier(chainer.Chain):
 
     # ---------------------------------------------------------- numpy inference
     def _batches(self, xs, batchsize, progress):
-        """Yield (start, batch sent to the model's device), optionally with a bar."""
+        """Yield (positions in xs, batch sent to the model's device), shortest inputs
+        first: outputs do not depend on batch mates, so grouping similar lengths only
+        saves padding. `progress`: a description for a progress bar, or None."""
+        order = np.argsort([_n_ids(x) for x in xs], kind='stable')
         starts = range(0, len(xs), batchsize)
         if progress:
             starts = tqdm.tqdm(starts, desc=progress, unit='batch', leave=False)
         for start in starts:
-            yield start, [self._send(x) for x in xs[start:start + batchsize]]
+            positions = order[start:start + batchsize]
+            yield positions, [self._send(xs[i]) for i in positions]
 
     def _send(self, x):
         if isinstance(x, tuple):
@@ -183,17 +192,23 @@ class TextClassifier(chainer.Chain):
 
         `progress`: a description to show a progress bar with, or None.
         """
+        layers = None
         with inference_mode():
-            per_batch = [[to_numpy(v) for v in self.dknn_layers(batch)]
-                         for _, batch in self._batches(xs, batchsize, progress)]
-        return [np.concatenate(layer).astype(np.float32) for layer in zip(*per_batch)]
+            for positions, batch in self._batches(xs, batchsize, progress):
+                outputs = [to_numpy(v) for v in self.dknn_layers(batch)]
+                if layers is None:
+                    layers = [np.empty((len(xs), o.shape[1]), np.float32) for o in outputs]
+                for layer, output in zip(layers, outputs):
+                    layer[positions] = output
+        return layers if layers is not None else []   # no inputs: no layer arrays
 
     def predict_logits(self, xs, batchsize=64, progress=None):
         """Logits, float32 (N, C)."""
+        logits = np.empty((len(xs), self.fcs[-1].out_size), np.float32)
         with inference_mode():
-            logits = [to_numpy(self.forward(batch))
-                      for _, batch in self._batches(xs, batchsize, progress)]
-        return np.concatenate(logits).astype(np.float32)
+            for positions, batch in self._batches(xs, batchsize, progress):
+                logits[positions] = to_numpy(self.forward(batch))
+        return logits
 
     def predict_proba(self, xs, batchsize=64, progress=None):
         """Softmax probabilities, float32 (N, C)."""
@@ -206,17 +221,19 @@ class TextClassifier(chainer.Chain):
         embedding of token t (dropout off). Returns a list of float32 arrays
         (len_i,), one per input: for pairs, over the hypothesis tokens.
         """
-        results = []
+        results = [None] * len(xs)
+        labels = np.asarray(labels, dtype=np.int32)
         with chainer.using_config('train', False):
-            for start, batch in self._batches(xs, batchsize, None):
+            for positions, batch in self._batches(xs, batchsize, None):
                 embedded = self.embed_inputs(batch)
                 logits = self.layers_from_embedded(embedded)[-1]
-                targets = self.xp.asarray(labels[start:start + len(batch)], dtype=np.int32)
+                targets = self.xp.asarray(labels[positions])
                 # Summed, not averaged, so each example gets its own loss's gradient.
                 loss = F.sum(F.softmax_cross_entropy(logits, targets, reduce='no'))
                 scored = embedded[1] if self.pair else embedded
                 grads = chainer.grad([loss], scored)
-                results.extend(to_numpy(F.sum(g * e, axis=1)) for g, e in zip(grads, scored))
+                for position, g, e in zip(positions, grads, scored):
+                    results[position] = to_numpy(F.sum(g * e, axis=1))
         return results
 
 

@@ -49,7 +49,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True)
     parser.add_argument('--k', type=int, default=75)
-    parser.add_argument('--batchsize', type=int, default=256)
+    parser.add_argument('--batchsize', type=int, default=1024)
     parser.add_argument('--limit', type=int, default=None, help='first N test examples only')
     parser.add_argument('--out', default='results/bench_dknn_throughput.md')
     args = parser.parse_args()
