@@ -131,6 +131,7 @@ class DkNN:
 
 # ---------------------------------------------------------------- model + cache
 def checked_activations(activations, what):
+    """The activations, unchanged, or a UserError naming the first non-finite layer."""
     for i, layer in enumerate(activations):
         if not np.all(np.isfinite(layer)):
             raise UserError('{} activations of layer {} contain NaN or inf; the model file is '
@@ -164,7 +165,6 @@ def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=Tru
     nlp_utils.atomic_savez(cache_path, key=key, n_layers=len(activations), gold=gold,
                            predicted=predicted, **layers)
     return activations, {'gold': gold, 'predicted': predicted}[neighbor_labels]
-
 
 
 class IndexCache:
