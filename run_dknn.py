@@ -146,11 +146,12 @@ def activation_key(setup):
                              ','.join(map(str, setup.splits.calib_indices)))
 
 
-def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=True):
+def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=True, key=None):
     """(list of (N, D_l) float32, labels (N,)) for the training split, cached in
-    <result_dir>/dknn_cache.npz and reused while model file and split are unchanged."""
+    <result_dir>/dknn_cache.npz and reused while model file and split are unchanged.
+    `key`: activation_key(setup) when the caller has it already."""
     cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
-    key = np.array(activation_key(setup))
+    key = np.array(key or activation_key(setup))
     if use_cache and os.path.exists(cache_path):
         with np.load(cache_path, allow_pickle=False) as cache:
             if str(cache['key']) == str(key):
@@ -172,9 +173,9 @@ class IndexCache:
     without pickle (faiss); KD-tree and LSH indexes are rebuilt from the cached
     activations. Valid while activations, backend options and layers are unchanged."""
 
-    def __init__(self, setup, dknn):
-        self.path = os.path.join(setup.result_dir, 'dknn_index_{}.npz'.format(dknn.backend))
-        self.key = '{}|{}|{}'.format(activation_key(setup), sorted(dknn.index_options.items()),
+    def __init__(self, result_dir, activations_key, dknn):
+        self.path = os.path.join(result_dir, 'dknn_index_{}.npz'.format(dknn.backend))
+        self.key = '{}|{}|{}'.format(activations_key, sorted(dknn.index_options.items()),
                                      dknn.last_layer_only)
         self.dknn = dknn
 
@@ -219,10 +220,11 @@ def dknn_from_setup(setup, backend='kdtree', k=75, neighbor_labels='gold', last_
     """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)."""
     timer = timer or PhaseTimer()
     with timer('cache'):
-        activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache)
+        key = activation_key(setup)
+        activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache, key)
     dknn = DkNN(setup.config['n_class'], backend, k, last_layer_only, index_options)
     with timer('index'):
-        index_cache = IndexCache(setup, dknn) if use_cache else None
+        index_cache = IndexCache(setup.result_dir, key, dknn) if use_cache else None
         saved_states = index_cache.load() if index_cache else None
         dknn.build(activations, labels, progress=True, index_states=saved_states)
         if index_cache and saved_states is None:
