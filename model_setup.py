@@ -57,7 +57,13 @@ class Setup:
 
 def get_device(gpu):
     """Chainer device for --gpu: negative is the CPU; cupy is only imported for a GPU."""
-    return chainer.get_device('@numpy' if gpu < 0 else '@cupy:{}'.format(gpu))
+    if gpu < 0:
+        return chainer.get_device('@numpy')
+    try:
+        return chainer.get_device('@cupy:{}'.format(gpu))
+    except (RuntimeError, ImportError, ValueError) as e:
+        raise UserError('--gpu {} is not usable here ({}); install cupy for your CUDA or use '
+                        '--gpu -1'.format(gpu, str(e).splitlines()[0]))
 
 
 def load_data(config):
@@ -93,14 +99,7 @@ def check_calibration(result_dir, splits):
 
 def load_model(config, result_dir, vocab, device):
     model = nets.build_model(config, len(vocab), config['n_class'], config['pair'])
-    model_path = os.path.join(result_dir, config['model_path'])
-    if not os.path.exists(model_path):
-        raise UserError('model file {} does not exist; train first'.format(model_path))
-    try:
-        chainer.serializers.load_npz(model_path, model)
-    except (KeyError, ValueError) as e:
-        raise UserError('model file {} does not match the architecture/vocabulary in args.json '
-                        '({}: {})'.format(model_path, type(e).__name__, e))
+    nlp_utils.load_npz_safely(os.path.join(result_dir, config['model_path']), model)
     model.to_device(device)
     return model
 

@@ -20,6 +20,8 @@ import chainer.links as L
 import numpy as np
 import tqdm
 
+import scaling
+
 MODELS = ('cnn', 'bilstm', 'rnn', 'bow')
 
 
@@ -212,9 +214,7 @@ class TextClassifier(chainer.Chain):
 
     def predict_proba(self, xs, batchsize=64, progress=None):
         """Softmax probabilities, float32 (N, C)."""
-        logits = self.predict_logits(xs, batchsize, progress)
-        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return shifted / shifted.sum(axis=1, keepdims=True)
+        return scaling.softmax(self.predict_logits(xs, batchsize, progress)).astype(np.float32)
 
     def input_gradients(self, xs, labels, batchsize=64):
         """Per-token (dL/de_t) . e_t, with L the cross-entropy at `labels` and e_t the
@@ -223,7 +223,9 @@ class TextClassifier(chainer.Chain):
         """
         results = [None] * len(xs)
         labels = np.asarray(labels, dtype=np.int32)
-        with chainer.using_config('train', False):
+        # cuDNN refuses RNN backward passes in test mode; dropout must stay off, so
+        # the GPU path uses Chainer's own RNN kernels here.
+        with chainer.using_config('train', False), chainer.using_config('use_cudnn', 'never'):
             for positions, batch in self._batches(xs, batchsize, None):
                 embedded = self.embed_inputs(batch)
                 logits = self.layers_from_embedded(embedded)[-1]

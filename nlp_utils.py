@@ -37,7 +37,8 @@ def atomic_write(path, write, mode):
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix=os.path.basename(path))
     try:
-        with os.fdopen(fd, mode) as f:
+        # Text is always UTF-8 (the HTML pages say so), whatever the locale.
+        with os.fdopen(fd, mode, **({} if 'b' in mode else {'encoding': 'utf-8'})) as f:
             write(f)
         os.replace(tmp, path)
     except BaseException:
@@ -69,6 +70,37 @@ def file_digest(path, algorithm='md5'):
         for block in iter(lambda: f.read(1 << 20), b''):
             digest.update(block)
     return digest.hexdigest()
+
+
+def load_npz_safely(path, target, what='model file'):
+    """Load a Chainer npz (model or trainer snapshot) into `target` with pickle off:
+    chainer.serializers.load_npz allows pickle, so a crafted file could run code."""
+    import zipfile
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            chainer.serializers.NpzDeserializer(npz).load(target)
+    except FileNotFoundError:
+        raise UserError('{} {} does not exist; train first'.format(what, path))
+    except (OSError, zipfile.BadZipFile) as e:
+        raise UserError('{} {} is not a readable npz file ({}); re-train'.format(what, path, e))
+    except (KeyError, ValueError) as e:
+        if 'pickle' in str(e):
+            raise UserError('{} {} is not a plain npz (it holds pickled data, which is refused '
+                            'because loading it could run code); re-train'.format(what, path))
+        raise UserError('{} {} does not match the architecture/vocabulary in args.json '
+                        '({}: {})'.format(what, path, type(e).__name__, e))
+
+
+def positive_int(text):
+    """argparse type: an integer >= 1, with a one-line usage error otherwise."""
+    import argparse
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError('must be an integer >= 1, got {!r}'.format(text))
+    return value
 
 
 def read_json(path, what='file'):
@@ -140,26 +172,11 @@ def _open_vectors(path):
     return open(path, encoding='utf-8', errors='replace')
 
 
-def _vocab_lookup(vocab):
-    """Word -> ids that take its vector: the exact form, else its lowercase (uncased GloVe)."""
-    lookup = collections.defaultdict(list)
-    for word, index in vocab.items():
-        lookup[word].append(index)
-        if word.lower() != word:
-            lookup[word.lower()].append(index)
-    return lookup
-
-
-def load_word_vectors(path, vocab, seed=0):
-    """Read pretrained vectors for the words of `vocab`.
-
-    Returns (matrix, coverage): matrix is float32 (len(vocab), dim) with the
-    pretrained vector where one exists (an exact-case match wins over a lowercase
-    one) and small random values elsewhere; coverage is the fraction of vocabulary
-    types that got a pretrained vector.
-    """
-    lookup = _vocab_lookup(vocab)
-    vectors, exact, dim = {}, set(), None
+def read_vectors(path, words):
+    """{file word: float32 vector} for the file's words that are in `words` or are the
+    lowercase form of one (uncased GloVe serves cased data). Returns (vectors, dim)."""
+    wanted = set(words) | {w.lower() for w in words}
+    vectors, dim = {}, None
     with _open_vectors(path) as f:
         for line_number, line in enumerate(f, 1):
             parts = line.rstrip().split(' ')
@@ -167,40 +184,46 @@ def load_word_vectors(path, vocab, seed=0):
                 continue  # word2vec text header "n_words dim"
             if dim is None:
                 dim = len(parts) - 1
-            if len(parts) - 1 != dim or dim < 1:
+            if len(parts) - 1 < dim or dim < 1:
                 raise UserError('{} line {}: expected a word and {} numbers, got {} fields; '
                                 'is this a GloVe/word2vec text file?'.format(
                                     path, line_number, dim, len(parts)))
-            for index in lookup.get(parts[0], ()):
-                is_exact = parts[0] in vocab and vocab[parts[0]] == index
-                if index in exact or (index in vectors and not is_exact):
-                    continue
+            # A few GloVe 840B words contain spaces: the last `dim` fields are the vector.
+            word = ' '.join(parts[:-dim])
+            if word in wanted:
                 try:
-                    vectors[index] = np.asarray(parts[1:], dtype=np.float32)
+                    vectors[word] = np.asarray(parts[-dim:], dtype=np.float32)
                 except ValueError:
                     raise UserError('{} line {}: a vector value is not a number'.format(
                         path, line_number))
-                if is_exact:
-                    exact.add(index)
     if dim is None:
         raise UserError('word vectors file {} is empty'.format(path))
-    rng = np.random.RandomState(seed)
-    matrix = rng.normal(0, 0.1, (len(vocab), dim)).astype(np.float32)
-    for index, vector in vectors.items():
-        matrix[index] = vector
-    special = [vocab[EOS], vocab[UNK]]
-    covered = len([i for i in vectors if i not in special])
-    coverage = covered / max(1, len(vocab) - len(special))
-    return matrix, coverage
+    return vectors, dim
 
 
-def vector_words(path):
-    """The set of words in a vectors file (used to keep rare words that have a vector)."""
-    words = set()
-    with _open_vectors(path) as f:
-        for line in f:
-            words.add(line.split(' ', 1)[0])
-    return words
+def vector_for(word, vectors):
+    """The exact form's vector, else the lowercase form's, else None."""
+    return vectors.get(word, vectors.get(word.lower()))
+
+
+def embedding_matrix(vocab, vectors, dim, seed=0):
+    """(matrix float32 (len(vocab), dim), coverage): pretrained rows where a vector
+    exists, small random values elsewhere; coverage = fraction of vocabulary words
+    (not '<eos>'/'<unk>') that got a pretrained vector."""
+    matrix = np.random.RandomState(seed).normal(0, 0.1, (len(vocab), dim)).astype(np.float32)
+    covered = 0
+    for word, index in vocab.items():
+        vector = vector_for(word, vectors)
+        if vector is not None:
+            matrix[index] = vector
+            covered += word not in (EOS, UNK)
+    return matrix, covered / max(1, len(vocab) - 2)
+
+
+def load_word_vectors(path, vocab, seed=0):
+    """Pretrained vectors for `vocab` (see embedding_matrix): (matrix, coverage)."""
+    vectors, dim = read_vectors(path, vocab)
+    return embedding_matrix(vocab, vectors, dim, seed)
 
 
 # ---------------------------------------------------------------- batching

@@ -22,6 +22,7 @@ import model_setup
 import nlp_utils
 import plots
 import run_dknn
+import scaling
 from nlp_utils import UserError
 
 TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
@@ -189,11 +190,21 @@ def reliability(args):
 
 
 # ---------------------------------------------------------------- interpretation analyses
-def load_run(args):
-    """(setup, dknn) of results/<run> with the DkNN the analyses share."""
+def load_run(args, needs_temperature=False):
+    """(setup, dknn) of results/<run> with the DkNN the analyses share; a missing
+    temperature.json is reported before the slow DkNN build."""
     setup = model_setup.load_setup(os.path.join(args.results, args.run, 'args.json'))
+    if needs_temperature:
+        scaling.load_temperature(setup.result_dir)
     dknn = run_dknn.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
     return setup, dknn
+
+
+def label_id(setup, name, flag):
+    if name not in setup.label_names:
+        raise UserError('label {!r} is not one of this model\'s labels {}; check {}'.format(
+            name, setup.label_names, flag))
+    return setup.label_names.index(name)
 
 
 def provenance(setup):
@@ -231,7 +242,7 @@ def mean_or_none(values):
 
 def highlights(args):
     """Section 5.1 and 6.2: highlighted words per sentence over the whole test set."""
-    setup, dknn = load_run(args)
+    setup, dknn = load_run(args, needs_temperature=True)
     methods = ['gradient', 'confidence', 'calibrated', 'conformity']
     results = interpretations.interpret_all(setup, methods, setup.splits.test, dknn,
                                             args.batchsize)
@@ -270,8 +281,8 @@ def terribly(args):
     """Section 5.1: average rank of the inserted 'terribly' (1 = most negative).
 
     Binary SST only: ranks are of the importance toward the positive class."""
-    setup, dknn = load_run(args)
-    positive = setup.label_names.index(args.positive_label)
+    setup, dknn = load_run(args, needs_temperature=True)
+    positive = label_id(setup, args.positive_label, '--positive-label')
     paraphrases = terribly_paraphrases(setup.splits.dev, positive)
     if not paraphrases:
         raise UserError("no positive dev sentence contains 'great'")
@@ -307,7 +318,7 @@ def artifact_rows(setup, results):
     hypothesis contains the word."""
     rows = []
     for label_name, words in PAPER_ARTIFACTS.items():
-        label = setup.label_names.index(label_name)
+        label = label_id(setup, label_name, '--run (an SNLI model)')
         for word, (paper_conformity, paper_confidence) in words.items():
             row = {'label': label_name, 'artifact': word, 'paper_conformity': paper_conformity,
                    'paper_confidence': paper_confidence}
@@ -360,10 +371,12 @@ def main(argv=None):
         command.add_argument('--run', default='snli_bilstm' if name == 'snli-artifacts'
                              else 'stsa.binary_bilstm', help='result folder name')
         command.add_argument('--backend', default='kdtree', help='DkNN search backend')
-        command.add_argument('--k', type=int, default=75)
-        command.add_argument('--batchsize', type=int, default=256)
+        command.add_argument('--k', type=nlp_utils.positive_int, default=75)
+        command.add_argument('--batchsize', type=nlp_utils.positive_int, default=256)
         command.add_argument('--positive-label', default='1', help='SST positive label name')
     args = parser.parse_args(argv)
+    if not os.path.isdir(args.results):
+        raise UserError('results folder {} does not exist; pass --results'.format(args.results))
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability}
     commands_by_name.update(analyses)
     commands_by_name[args.command](args)

@@ -1,28 +1,18 @@
 """Shared matplotlib figures; every PNG is written atomically (temp file, then rename)."""
-import os
-import tempfile
-
 import matplotlib
 matplotlib.use('Agg')  # scripts run headless; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402 (must follow the backend choice)
 import numpy as np  # noqa: E402
 
+import nlp_utils  # noqa: E402
 from scaling import N_BINS, binned_calibration_error, reliability_bins  # noqa: E402
 
 
 def save_figure(figure, path, dpi=120):
-    """Save `figure` as a PNG at `path` through a temp file in the same folder, then close it."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix='.png')
-    os.close(fd)
+    """Save `figure` as a PNG at `path` atomically, then close it."""
     try:
-        figure.savefig(tmp, dpi=dpi, format='png', bbox_inches='tight')
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+        nlp_utils.atomic_write(path, lambda f: figure.savefig(
+            f, dpi=dpi, format='png', bbox_inches='tight'), 'wb')
     finally:
         plt.close(figure)
 

@@ -277,8 +277,8 @@ def parse_args(argv=None):
     parser.add_argument('--backend', choices=knn_index.BACKENDS, default='kdtree')
     parser.add_argument('--lsh', dest='backend', action='store_const', const='lsh',
                         help='alias of --backend lsh (the original flag)')
-    parser.add_argument('--k', type=int, default=75, help='neighbours per layer')
-    parser.add_argument('--batchsize', type=int, default=64)
+    parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
+    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64)
     parser.add_argument('--gpu', type=int, default=-1)
     parser.add_argument('--data-dir', default=None)
     parser.add_argument('--neighbor-labels', choices=('gold', 'predicted'), default='gold',
@@ -307,8 +307,6 @@ def index_options(args):
 def main(argv=None):
     args = parse_args(argv)
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
-    if args.k < 1:
-        raise UserError('--k must be at least 1, got {}'.format(args.k))
     timer = PhaseTimer()
     dknn = dknn_from_setup(setup, args.backend, args.k, args.neighbor_labels,
                            args.last_layer_only, index_options(args), args.batchsize,

@@ -13,7 +13,7 @@ import os
 import numpy as np
 from scipy import optimize
 
-from nlp_utils import UserError, atomic_write_json, read_json, run_cli
+from nlp_utils import UserError, atomic_write_json, positive_int, read_json, run_cli
 
 N_BINS = 15
 TEMPERATURE_FILE = 'temperature.json'
@@ -206,7 +206,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True,
                         help='args.json written by train_text_classifier.py')
-    parser.add_argument('--batchsize', type=int, default=64)
+    parser.add_argument('--batchsize', type=positive_int, default=64)
     parser.add_argument('--gpu', type=int, default=-1)
     args = parser.parse_args(argv)
 

@@ -235,6 +235,16 @@ def _extract_archive(archive, folder):
             t.extractall(folder, filter='data')
 
 
+def _move_missing(source, target):
+    """Move `source` to `target`, or for folders only what `target` lacks, so a file
+    removed after a failed checksum comes back on the next download."""
+    if not os.path.exists(target):
+        os.replace(source, target)
+    elif os.path.isdir(source) and os.path.isdir(target):
+        for entry in os.listdir(source):
+            _move_missing(os.path.join(source, entry), os.path.join(target, entry))
+
+
 def _download_and_extract(url, archive):
     """Fetch `archive` and unpack its top-level folders into the cache, then delete it.
 
@@ -248,9 +258,8 @@ def _download_and_extract(url, archive):
     try:
         _extract_archive(archive, staging)
         for entry in os.listdir(staging):
-            target = os.path.join(cache, entry)
-            if entry != '__MACOSX' and not os.path.exists(target):
-                os.replace(os.path.join(staging, entry), target)
+            if entry != '__MACOSX':
+                _move_missing(os.path.join(staging, entry), os.path.join(cache, entry))
     except (zipfile.BadZipFile, tarfile.TarError, EOFError) as error:
         os.remove(archive)
         raise UserError('archive {} from {} is corrupt ({}); removed it, run again to '

@@ -36,11 +36,11 @@ def parse_args(argv=None):
                         help='GloVe/word2vec text file (.txt, .gz or .zip)')
     parser.add_argument('--embed-dim', type=int, default=300,
                         help='embedding size without --word_vectors (with them, their size)')
-    parser.add_argument('--batchsize', '-b', type=int, default=64)
-    parser.add_argument('--epoch', '-e', type=int, default=30)
-    parser.add_argument('--unit', '-u', type=int, default=300,
+    parser.add_argument('--batchsize', '-b', type=nlp_utils.positive_int, default=64)
+    parser.add_argument('--epoch', '-e', type=nlp_utils.positive_int, default=30)
+    parser.add_argument('--unit', '-u', type=nlp_utils.positive_int, default=300,
                         help='size of filters (CNN: unit // 3 per width), LSTMs and FC layers')
-    parser.add_argument('--layer', '-l', type=int, default=3, help='recurrent layers')
+    parser.add_argument('--layer', '-l', type=nlp_utils.positive_int, default=3, help='recurrent layers')
     parser.add_argument('--dropout', '-d', type=float, default=0.4)
     parser.add_argument('--gpu', '-g', type=int, default=-1, help='GPU id, negative for CPU')
     parser.add_argument('--out', '-o', default=None,
@@ -106,11 +106,13 @@ def build_vocab_and_embeddings(config, train):
                    for t in (tokens if isinstance(tokens, tuple) else (tokens,))]
     if not config['word_vectors']:
         return nlp_utils.make_vocab(token_lists, config['min_freq'], config['max_vocab']), None
-    with_vectors = nlp_utils.vector_words(config['word_vectors'])
+    # One pass over the (possibly huge) vectors file for every training word.
+    train_words = {t for tokens in token_lists for t in tokens}
+    vectors, dim = nlp_utils.read_vectors(config['word_vectors'], train_words)
+    with_vectors = {t for t in train_words if nlp_utils.vector_for(t, vectors) is not None}
     vocab = nlp_utils.make_vocab(token_lists, config['min_freq'], config['max_vocab'],
                                  keep=with_vectors)
-    embeddings, coverage = nlp_utils.load_word_vectors(config['word_vectors'], vocab,
-                                                       seed=config['seed'])
+    embeddings, coverage = nlp_utils.embedding_matrix(vocab, vectors, dim, config['seed'])
     print('word vectors: {} of {} vocabulary words found ({:.1%}), dimension {}'.format(
         round(coverage * (len(vocab) - 2)), len(vocab) - 2, coverage, embeddings.shape[1]))
     return vocab, embeddings
@@ -195,14 +197,14 @@ def main(argv=None):
                         for part in (splits.train, splits.dev, splits.test))
     trainer = make_trainer(config, model, train, dev, device, out)
     if args.resume:
-        chainer.serializers.load_npz(os.path.join(out, SNAPSHOT), trainer)
+        nlp_utils.load_npz_safely(os.path.join(out, SNAPSHOT), trainer, 'snapshot')
     trainer.run()
     report(config, out, model, dev, test)
 
 
 def report(config, out, model, dev, test):
     """Reload the best model (by dev accuracy) and print dev/test accuracy."""
-    chainer.serializers.load_npz(os.path.join(out, config['model_path']), model)
+    nlp_utils.load_npz_safely(os.path.join(out, config['model_path']), model)
     result = {'dev_accuracy': accuracy(model, dev, config['batchsize']),
               'test_accuracy': accuracy(model, test, config['batchsize'])}
     line = 'dev accuracy {:.4f}  test accuracy {:.4f}'.format(

@@ -230,3 +230,24 @@ def test_args_json_that_is_not_an_object(tmp_path):
     (tmp_path / 'args.json').write_text('[1, 2]')
     with pytest.raises(UserError, match='lacks fields'):
         model_setup.read_config(str(tmp_path / 'args.json'))
+
+
+def test_rare_capitalised_word_keeps_its_lowercase_vector(tmp_path):
+    vectors = tmp_path / 'vec.txt'
+    vectors.write_text('paris 1 2\nthe 0 1\n')
+    config = {'word_vectors': str(vectors), 'min_freq': 2, 'max_vocab': None, 'seed': 0}
+    vocab, embeddings = train_text_classifier.build_vocab_and_embeddings(
+        config, [(['Paris', 'the'], 0), (['the'], 1)])
+    assert 'Paris' in vocab
+    np.testing.assert_array_equal(embeddings[vocab['Paris']], [1, 2])
+
+
+def test_gpu_without_cupy_is_a_one_line_error():
+    pytest.importorskip('numpy')
+    try:
+        import cupy  # noqa: F401
+        pytest.skip('cupy is installed')
+    except ImportError:
+        pass
+    with pytest.raises(UserError, match='--gpu 0 is not usable'):
+        model_setup.get_device(0)

@@ -102,3 +102,36 @@ def test_convert_seq_keeps_pairs_and_labels():
     converted = nlp_utils.convert_seq(batch)
     assert converted['ys'].tolist() == [2, 1] and converted['ys'].dtype == np.int32
     assert converted['xs'][0][0].tolist() == [1, 0]
+
+
+def test_vectors_whose_word_contains_spaces(tmp_path):
+    """GloVe 840B has a few words with spaces: the last `dim` fields are the vector."""
+    path = tmp_path / 'vec.txt'
+    path.write_text('the 1 0 0\n. . . 0 1 0\ngood 0 0 1\n')
+    vectors, dim = nlp_utils.read_vectors(str(path), {'. . .', 'good'})
+    assert dim == 3 and sorted(vectors) == ['. . .', 'good']
+    np.testing.assert_array_equal(vectors['. . .'], [0, 1, 0])
+
+
+def test_npz_with_pickled_objects_is_refused(tmp_path):
+    import chainer.links as L
+    path = tmp_path / 'best_model.npz'
+    np.savez(str(path), W=np.array([{'evil': 1}], dtype=object), b=np.zeros(2))
+    with pytest.raises(UserError, match='best_model.npz is not a plain npz .*refused'):
+        nlp_utils.load_npz_safely(str(path), L.Linear(3, 2))
+    (tmp_path / 'garbage.npz').write_bytes(b'not a zip')
+    with pytest.raises(UserError, match='garbage.npz is not a plain npz'):
+        nlp_utils.load_npz_safely(str(tmp_path / 'garbage.npz'), L.Linear(3, 2))
+
+
+def test_positive_int_rejects_zero():
+    import argparse
+    assert nlp_utils.positive_int('3') == 3
+    for bad in ('0', '-2', 'x'):
+        with pytest.raises(argparse.ArgumentTypeError, match='>= 1'):
+            nlp_utils.positive_int(bad)
+
+
+def test_text_is_written_as_utf8(tmp_path):
+    nlp_utils.atomic_write_text(str(tmp_path / 'a.html'), 'caf\u00e9 \u2014')
+    assert (tmp_path / 'a.html').read_bytes() == 'caf\u00e9 \u2014'.encode('utf-8')

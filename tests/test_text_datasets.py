@@ -454,3 +454,15 @@ def test_real_snli_dev_as_training_proxy():
                            test_file=os.path.join(folder, 'snli_1.0_test.jsonl'))
     assert len(dataset.train_pool) == 9842 and dataset.n_no_gold == 334
     assert len(dataset.test) == 9824
+
+
+def test_extraction_restores_files_missing_from_an_existing_folder(tmp_path):
+    staged, cached = tmp_path / 'staged' / 'snli_1.0', tmp_path / 'cache' / 'snli_1.0'
+    staged.mkdir(parents=True)
+    cached.mkdir(parents=True)
+    (staged / 'train.jsonl').write_text('new')
+    (staged / 'dev.jsonl').write_text('new')
+    (cached / 'dev.jsonl').write_text('kept')
+    text_datasets._move_missing(str(staged), str(cached))
+    assert (cached / 'train.jsonl').read_text() == 'new'
+    assert (cached / 'dev.jsonl').read_text() == 'kept'
