@@ -60,7 +60,7 @@ import knn_index  # noqa: E402
 import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
 import plots  # noqa: E402
-import run_dknn  # noqa: E402
+import dknn as dknn_lib  # noqa: E402
 import scaling  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
@@ -337,7 +337,7 @@ def make_interpreter(method, setup, dknn=None):
         return CalibratedConfidenceLOO(setup.model, setup.vocab,
                                        scaling.load_temperature(setup.result_dir))
     if dknn is None:
-        dknn = run_dknn.dknn_from_setup(setup)
+        dknn = dknn_lib.dknn_from_setup(setup)
     return {'conformity': ConformityLOO, 'credibility': CredibilityLOO}[method](
         setup.model, setup.vocab, dknn)
 
@@ -354,7 +354,7 @@ def interpret_all(setup, methods, examples, dknn=None, batchsize=DEFAULT_BATCHSI
     interpreters = {m: make_interpreter(m, setup) for m in methods if m not in DKNN_METHODS}
     if any(m in DKNN_METHODS for m in methods):
         if dknn is None:
-            dknn = run_dknn.dknn_from_setup(setup)
+            dknn = dknn_lib.dknn_from_setup(setup)
         interpreters.update({m: make_interpreter(m, setup, dknn)
                              for m in methods if m in DKNN_METHODS})
     loo = [m for m in methods if isinstance(interpreters[m], LeaveOneOut)]
@@ -674,7 +674,7 @@ def main(argv=None):
         raise UserError('the {} split is empty'.format(args.split))
     dknn = None
     if args.neighbors or any(m in DKNN_METHODS for m in methods):
-        dknn = run_dknn.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
+        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
     results = interpret_all(setup, methods, examples, dknn, args.batchsize)
     neighbors = None
     if args.neighbors:

@@ -21,7 +21,7 @@ import interpretations
 import model_setup
 import nlp_utils
 import plots
-import run_dknn
+import dknn as dknn_lib
 import scaling
 from nlp_utils import UserError
 
@@ -196,7 +196,7 @@ def load_run(args, needs_temperature=False):
     setup = model_setup.load_setup(os.path.join(args.results, args.run, 'args.json'))
     if needs_temperature:
         scaling.load_temperature(setup.result_dir)
-    dknn = run_dknn.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
+    dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
     return setup, dknn
 
 

@@ -7,268 +7,12 @@ split), indexes them, calibrates on the calibration split, and reports test accu
 with the softmax and with DkNN, plus credibility and confidence; writes dknn.json.
 """
 import argparse
-import contextlib
 import os
-import time
 
-import numpy as np
-import tqdm
-
+import dknn as dknn_lib
 import knn_index
 import model_setup
 import nlp_utils
-import scaling
-from nlp_utils import UserError
-
-
-class DkNN:
-    """kNN classification over every layer's representation, with conformal calibration.
-
-    For an input with neighbour labels over L layers and k neighbours each:
-      nonconformity(j) = number of the L*k neighbours whose label is not j
-      p_value(j)       = fraction of calibration nonconformity scores >= nonconformity(j)
-      prediction       = argmax_j p_value(j); ties go to the larger conformity, then the
-                         smaller class id
-      credibility      = the largest p-value; confidence = 1 - the second largest
-      conformity(j)    = fraction of the L*k neighbours with label j (the paper's
-                         uncalibrated score, a probability-like vector over classes)
-    A neighbour slot an approximate index could not fill (index -1) counts as disagreeing
-    with every class.
-    """
-
-    def __init__(self, n_class, backend='kdtree', k=75, last_layer_only=False,
-                 index_options=None):
-        self.n_class = n_class
-        self.backend = backend
-        self.k = k
-        self.last_layer_only = last_layer_only
-        self.index_options = index_options or {}
-        self.indexes = []
-        self.train_labels = None
-        self.calibration_scores = None
-
-    # ------------------------------------------------------------ fitting
-    def build(self, train_activations, train_labels, progress=False, index_states=None):
-        """train_activations: list of (N, D_l) arrays, one per layer; train_labels (N,).
-        index_states: per used layer, a saved_state() of an index built on the same
-        activations with the same backend options, restored instead of rebuilt."""
-        if self.last_layer_only:
-            train_activations = train_activations[-1:]
-        n_train = len(train_labels)
-        if self.k > n_train:
-            raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
-                            .format(self.k, n_train))
-        layers = tqdm.tqdm(train_activations, desc='indexing', unit='layer', disable=not progress)
-        if index_states is not None:
-            self.indexes = [knn_index.make_index(self.backend, **self.index_options).restore(state)
-                            for state in index_states]
-        else:
-            self.indexes = [knn_index.make_index(self.backend, **self.index_options).build(layer)
-                            for layer in layers]
-        self.train_labels = np.asarray(train_labels, dtype=np.int64)
-        return self
-
-    def calibrate(self, calib_activations, calib_labels):
-        """Nonconformity of each calibration example at its true label, shape (N_calib,)."""
-        calib_labels = np.asarray(calib_labels)
-        if len(calib_labels) == 0:
-            raise UserError('the calibration split is empty; re-train with --n-calib > 0')
-        if len(np.unique(calib_labels)) < 2:
-            raise UserError('the calibration split holds only class {}; re-train with a larger '
-                            '--n-calib or another --seed'.format(calib_labels[0]))
-        nonconformity = self.nonconformity(self.neighbor_labels(calib_activations))
-        self.calibration_scores = np.sort(nonconformity[np.arange(len(calib_labels)), calib_labels])
-        return self
-
-    # ------------------------------------------------------------ inference
-    def neighbor_labels(self, activations):
-        """Activations (list of (M, D_l)) -> labels of the k nearest training examples
-        in each used layer, int64 (M, L, k), with -1 where a neighbour is missing."""
-        if self.last_layer_only:
-            activations = activations[-1:]
-        labels = []
-        for index, layer in zip(self.indexes, activations):
-            _, neighbors = index.search(layer, self.k)
-            labels.append(np.where(neighbors >= 0, self.train_labels[neighbors], -1))
-        return np.stack(labels, axis=1)
-
-    def nonconformity(self, neighbor_labels):
-        """(M, L, k) labels -> (M, C) count of neighbours whose label is not each class."""
-        flat = neighbor_labels.reshape(len(neighbor_labels), -1)
-        agree = np.stack([(flat == j).sum(axis=1) for j in range(self.n_class)], axis=1)
-        return flat.shape[1] - agree
-
-    def p_values(self, nonconformity):
-        """(M, C) -> (M, C): fraction of calibration scores >= each nonconformity."""
-        scores = self.calibration_scores
-        n_below = np.searchsorted(scores, nonconformity, side='left')
-        return (len(scores) - n_below) / len(scores)
-
-    def predict_from_activations(self, activations):
-        """Activations (list of (M, D_l)) -> dict of arrays over the M inputs:
-        prediction (M,), credibility (M,), confidence (M,), p_values (M, C),
-        conformity (M, C), neighbor_labels (M, L, k)."""
-        if self.calibration_scores is None:
-            raise RuntimeError('call calibrate() before predicting')
-        neighbor_labels = self.neighbor_labels(activations)
-        nonconformity = self.nonconformity(neighbor_labels)
-        p_values = self.p_values(nonconformity)
-        conformity = 1 - nonconformity / neighbor_labels[0].size
-        # lexsort's last key is primary: p-value, then conformity, then the smaller class id.
-        order = np.lexsort((np.arange(self.n_class)[None, :].repeat(len(p_values), 0),
-                            -conformity, -p_values), axis=1)
-        prediction = order[:, 0]
-        sorted_p = np.sort(p_values, axis=1)
-        second = sorted_p[:, -2] if self.n_class > 1 else np.zeros(len(p_values))
-        return {'prediction': prediction, 'credibility': sorted_p[:, -1],
-                'confidence': 1 - second, 'p_values': p_values, 'conformity': conformity,
-                'neighbor_labels': neighbor_labels}
-
-    @property
-    def n_short_queries(self):
-        return sum(index.n_short_queries for index in self.indexes)
-
-
-# ---------------------------------------------------------------- model + cache
-def checked_activations(activations, what):
-    """The activations, unchanged, or a UserError naming the first non-finite layer."""
-    for i, layer in enumerate(activations):
-        if not np.all(np.isfinite(layer)):
-            raise UserError('{} activations of layer {} contain NaN or inf; the model file is '
-                            'broken, re-train it'.format(what, i))
-    return activations
-
-
-def activation_key(setup):
-    """Identifies the cached activations: the model file's digest and the split."""
-    model_path = os.path.join(setup.result_dir, setup.config['model_path'])
-    return '{}:{}:{}'.format(nlp_utils.file_digest(model_path), len(setup.splits.train),
-                             ','.join(map(str, setup.splits.calib_indices)))
-
-
-def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=True, key=None):
-    """(list of (N, D_l) float32, labels (N,)) for the training split, cached in
-    <result_dir>/dknn_cache.npz and reused while model file and split are unchanged.
-    `key`: activation_key(setup) when the caller has it already."""
-    cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
-    key = np.array(key or activation_key(setup))
-    if use_cache and os.path.exists(cache_path):
-        with np.load(cache_path, allow_pickle=False) as cache:
-            if str(cache['key']) == str(key):
-                activations = [cache['layer_{}'.format(i)] for i in range(int(cache['n_layers']))]
-                return activations, cache[neighbor_labels].astype(np.int64)
-    train = setup.train
-    activations = checked_activations(setup.model.layer_activations(
-        [x for x, _ in train], batchsize, progress='caching train activations'), 'training')
-    gold = np.array([y for _, y in train], dtype=np.int64)
-    predicted = activations[-1].argmax(axis=1).astype(np.int64)
-    layers = {'layer_{}'.format(i): a for i, a in enumerate(activations)}
-    nlp_utils.atomic_savez(cache_path, key=key, n_layers=len(activations), gold=gold,
-                           predicted=predicted, **layers)
-    return activations, {'gold': gold, 'predicted': predicted}[neighbor_labels]
-
-
-class IndexCache:
-    """<result_dir>/dknn_index_<backend>.npz: built indexes of backends that can be saved
-    without pickle (faiss); KD-tree and LSH indexes are rebuilt from the cached
-    activations. Valid while activations, backend options and layers are unchanged."""
-
-    def __init__(self, result_dir, activations_key, dknn):
-        self.path = os.path.join(result_dir, 'dknn_index_{}.npz'.format(dknn.backend))
-        self.key = '{}|{}|{}'.format(activations_key, sorted(dknn.index_options.items()),
-                                     dknn.last_layer_only)
-        self.dknn = dknn
-
-    def load(self):
-        """Per-layer saved states, or None when there is no valid cache."""
-        if not os.path.exists(self.path):
-            return None
-        with np.load(self.path, allow_pickle=False) as cache:
-            if str(cache['key']) != self.key:
-                return None
-            states = [{} for _ in range(int(cache['n_indexes']))]
-            for name in cache.files:
-                if name.startswith('index_'):
-                    _, layer, field = name.split('_', 2)
-                    states[int(layer)][field] = cache[name]
-            return states
-
-    def save(self):
-        states = [index.saved_state() for index in self.dknn.indexes]
-        if any(state is None for state in states):
-            return
-        arrays = {'index_{}_{}'.format(i, field): array
-                  for i, state in enumerate(states) for field, array in state.items()}
-        nlp_utils.atomic_savez(self.path, key=np.array(self.key), n_indexes=len(states), **arrays)
-
-
-class PhaseTimer:
-    """Wall time of named phases, in seconds: `with timer('index'): ...`."""
-
-    def __init__(self):
-        self.seconds = {}
-
-    @contextlib.contextmanager
-    def __call__(self, name):
-        start = time.perf_counter()
-        yield
-        self.seconds[name] = round(time.perf_counter() - start, 3)
-
-
-def dknn_from_setup(setup, backend='kdtree', k=75, neighbor_labels='gold', last_layer_only=False,
-                    index_options=None, batchsize=64, use_cache=True, timer=None):
-    """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)."""
-    timer = timer or PhaseTimer()
-    with timer('cache'):
-        key = activation_key(setup)
-        activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache, key)
-    dknn = DkNN(setup.config['n_class'], backend, k, last_layer_only, index_options)
-    with timer('index'):
-        index_cache = IndexCache(setup.result_dir, key, dknn) if use_cache else None
-        saved_states = index_cache.load() if index_cache else None
-        dknn.build(activations, labels, progress=True, index_states=saved_states)
-        if index_cache and saved_states is None:
-            index_cache.save()
-    with timer('calibrate'):
-        calib = setup.calib
-        calib_activations = checked_activations(setup.model.layer_activations(
-            [x for x, _ in calib], batchsize, progress='calibration'), 'calibration')
-        dknn.calibrate(calib_activations, [y for _, y in calib])
-    return dknn
-
-
-def evaluate(setup, dknn, examples, batchsize=64):
-    """Softmax and DkNN predictions for (ids, label) examples, batch by batch."""
-    results = []
-    for start in tqdm.trange(0, len(examples), batchsize, desc='evaluating', unit='batch'):
-        batch = [x for x, _ in examples[start:start + batchsize]]
-        activations = checked_activations(setup.model.layer_activations(batch, batchsize), 'test')
-        result = dknn.predict_from_activations(activations)
-        logits = activations[-1]
-        result['softmax_probability'] = scaling.softmax(logits)
-        results.append(result)
-    merged = {key: np.concatenate([r[key] for r in results]) for key in results[0]}
-    merged['label'] = np.array([y for _, y in examples])
-    return merged
-
-
-# Per test example, saved to dknn_predictions.npz for figures (see paper_results.py).
-PREDICTION_KEYS = ('label', 'prediction', 'credibility', 'confidence', 'softmax_probability')
-
-
-def summary(evaluation):
-    """The accuracy and uncertainty statistics of dknn.json."""
-    labels = evaluation['label']
-    softmax_prediction = evaluation['softmax_probability'].argmax(axis=1)
-    correct = evaluation['prediction'] == labels
-    stats = {'softmax_accuracy': float(np.mean(softmax_prediction == labels)),
-             'dknn_accuracy': float(np.mean(correct)), 'n_examples': int(len(labels)),
-             'agreement_with_softmax': float(np.mean(softmax_prediction == evaluation['prediction']))}
-    for name in ('credibility', 'confidence'):
-        for outcome, mask in (('correct', correct), ('wrong', ~correct)):
-            values = evaluation[name][mask]
-            stats['mean_{}_{}'.format(name, outcome)] = float(values.mean()) if len(values) else None
-    return stats
 
 
 def parse_args(argv=None):
@@ -307,20 +51,20 @@ def index_options(args):
 def main(argv=None):
     args = parse_args(argv)
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
-    timer = PhaseTimer()
-    dknn = dknn_from_setup(setup, args.backend, args.k, args.neighbor_labels,
+    timer = dknn_lib.PhaseTimer()
+    dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, args.neighbor_labels,
                            args.last_layer_only, index_options(args), args.batchsize,
                            not args.no_cache, timer)
     with timer('evaluate'):
-        evaluation = evaluate(setup, dknn, setup.test, args.batchsize)
-    result = summary(evaluation)
+        evaluation = dknn_lib.evaluate(setup, dknn, setup.test, args.batchsize)
+    result = dknn_lib.summary(evaluation)
     result.update(backend=args.backend, k=args.k, neighbor_labels=args.neighbor_labels,
                   last_layer_only=args.last_layer_only, index_options=index_options(args),
                   n_short_queries=dknn.n_short_queries, seconds=timer.seconds,
                   dataset=setup.config['dataset'], model=setup.config['model'])
     nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'dknn.json'), result)
     nlp_utils.atomic_savez(os.path.join(setup.result_dir, 'dknn_predictions.npz'),
-                           **{key: evaluation[key] for key in PREDICTION_KEYS})
+                           **{key: evaluation[key] for key in dknn_lib.PREDICTION_KEYS})
     print('softmax accuracy {softmax_accuracy:.4f}  dknn accuracy {dknn_accuracy:.4f}  '
           '({n_examples} test examples, {backend}, k={k})'.format(**result))
 

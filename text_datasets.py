@@ -71,6 +71,28 @@ SNLI_URL = 'https://nlp.stanford.edu/projects/snli/snli_1.0.zip'
 IMDB_URL = 'http://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz'
 DBPEDIA_URL = 'https://github.com/le-scientifique/torchDatasets/raw/master/dbpedia_csv.tar.gz'
 
+CAD_NLI_URL = ('https://raw.githubusercontent.com/acmi-lab/counterfactually-augmented-data/'
+               'master/NLI/')
+# md5 of every file of the canonical NLI/ folder (split folder/role.tsv).
+CAD_NLI_MD5 = {
+    'all_combined/dev.tsv': '5f6c93dd26294181b188c3a4294d5ee7',
+    'all_combined/test.tsv': '6a6b174a27e3c9284d6d42c13ad34f11',
+    'all_combined/train.tsv': '0ce0445a0c3f7f88f3ce0d715692f444',
+    'original/dev.tsv': '28de2ba07f61faeac8f8db6c2e09e2d5',
+    'original/test.tsv': '235505b81905e745ba4a3a0cf7aee30c',
+    'original/train.tsv': '4eb88f94a0454becedf277f12051fff2',
+    'revised_combined/dev.tsv': '9b2fc2b1d18fc715f1336190eed3158e',
+    'revised_combined/test.tsv': '98be31ecd012467809b22a903bc325f7',
+    'revised_combined/train.tsv': '44db1c8312236e7cf8c9926e4f5fd1b4',
+    'revised_hypothesis/dev.tsv': '1682c96f850b999a5278fbde404a1882',
+    'revised_hypothesis/test.tsv': '45ab34c4b0ff1a3f711e1b8a724b1cf7',
+    'revised_hypothesis/train.tsv': '5a13c739d88c1ecdc90112aa2520987d',
+    'revised_premise/dev.tsv': '50f2a2b48741e9d510476e94dcaef8fb',
+    'revised_premise/test.tsv': 'daf45b870a8f748464f728e9aa390bc9',
+    'revised_premise/train.tsv': '1bdd5d81e60cd8c755816ff2768ab636',
+}
+SNLI_LABELS = ['entailment', 'neutral', 'contradiction']
+
 DBPEDIA_CLASSES = ['Company', 'EducationalInstitution', 'Artist', 'Athlete', 'OfficeHolder',
                    'MeanOfTransportation', 'Building', 'NaturalPlace', 'Village', 'Animal',
                    'Plant', 'Album', 'Film', 'WrittenWork']
@@ -83,6 +105,15 @@ def _sent_conv_spec(*files):
             'files': dict(zip(roles, files)), 'archive': None,
             'urls': {f: SENT_CONV_URL + f for f in files}, 'md5': {},
             'label_names': None}
+
+
+def _cad_nli_spec(split_folder):
+    """Spec of one folder of the counterfactually augmented SNLI data (Kaushik et al.
+    2020), the data of Rajani et al. 2020: tab-separated premise/hypothesis/label."""
+    files = {role: '{}/{}.tsv'.format(split_folder, role) for role in ('train', 'dev', 'test')}
+    return {'format': 'pair_tsv', 'folder': 'cad-nli', 'files': files, 'archive': None,
+            'urls': {f: CAD_NLI_URL + f for f in files.values()},
+            'md5': {f: CAD_NLI_MD5[f] for f in files.values()}, 'label_names': SNLI_LABELS}
 
 
 def _archive_spec(format, folder, files, archive, url, label_names, md5=None):
@@ -113,10 +144,16 @@ DATASETS = {
         'pair_jsonl', 'snli_1.0',
         {'train': 'snli_1.0_train.jsonl', 'dev': 'snli_1.0_dev.jsonl',
          'test': 'snli_1.0_test.jsonl'},
-        'snli_1.0.zip', SNLI_URL, ['entailment', 'neutral', 'contradiction'],
+        'snli_1.0.zip', SNLI_URL, SNLI_LABELS,
         md5={'snli_1.0_train.jsonl': 'ff0cea1eb2dd6d4cec2d5698f6f66ee5',
              'snli_1.0_dev.jsonl': 'b23798a0751d9a3dccac16a232496ca5',
              'snli_1.0_test.jsonl': '2392a35de49893c84b08fb92de6fc5e4'}),
+    # Rajani et al. 2020's SNLI splits: 'original' (1,666 train pairs) and 'augmented'.
+    'cad-snli': _cad_nli_spec('original'),
+    'cad-snli-augmented': _cad_nli_spec('all_combined'),
+    'cad-snli-revised-premise': _cad_nli_spec('revised_premise'),
+    'cad-snli-revised-hypothesis': _cad_nli_spec('revised_hypothesis'),
+    'cad-snli-revised-combined': _cad_nli_spec('revised_combined'),
     'imdb.binary': _archive_spec('imdb_binary', 'aclImdb', {'train': 'train', 'test': 'test'},
                                  'aclImdb_v1.tar.gz', IMDB_URL, ['neg', 'pos']),
     'imdb.fine': _archive_spec('imdb_fine', 'aclImdb', {'train': 'train', 'test': 'test'},
@@ -419,6 +456,48 @@ def _read_pair_jsonl(path, reading):
     return records
 
 
+PAIR_TSV_COLUMNS = ('sentence1', 'sentence2', 'gold_label')
+
+
+def _read_pair_tsv(path, reading):
+    """Tab-separated pairs with a header naming sentence1, sentence2 and gold_label
+    (premise/hypothesis/label also accepted), as in the counterfactually augmented SNLI
+    data -> list of ((premise tokens, hypothesis tokens), label name)."""
+    records = []
+    with open(path, encoding='utf-8', errors='replace', newline='') as f:
+        rows = csv.reader(f, delimiter='\t', quoting=csv.QUOTE_NONE)
+        header = next(rows, None) or []
+        columns = [_column(header, names, path) for names in (('sentence1', 'premise'),
+                                                              ('sentence2', 'hypothesis'),
+                                                              ('gold_label', 'label'))]
+        for row in rows:
+            if not any(field.strip() for field in row):
+                continue
+            where = 'line {}'.format(rows.line_num)
+            if len(row) <= max(columns):
+                reading.bad(path, where, 'expected {} tab-separated fields, got {}'.format(
+                    len(header), len(row)))
+                continue
+            premise, hypothesis, label = (row[c].strip() for c in columns)
+            if not (premise and hypothesis):
+                reading.bad(path, where, 'empty premise or hypothesis')
+                continue
+            label = reading.label(path, where, label)
+            if label is not None:
+                records.append((tuple(_tokenize_raw(text, reading.char_based)
+                                      for text in (premise, hypothesis)), label))
+    return records
+
+
+def _column(header, names, path):
+    """Index of the first of `names` in a tsv header, or a UserError naming the file."""
+    for name in names:
+        if name in header:
+            return header.index(name)
+    raise UserError('{} line 1: the header must name the columns {}; got {}'.format(
+        path, ', '.join(PAIR_TSV_COLUMNS), header))
+
+
 _IMDB_NAME = re.compile(r'^(\d+)_(\d+)\.txt$')
 
 
@@ -480,12 +559,16 @@ def _read_dbpedia_csv(path, reading):
 _READERS = {
     'labeled_lines': _read_labeled_lines,
     'pair_jsonl': _read_pair_jsonl,
+    'pair_tsv': _read_pair_tsv,
     'imdb_binary': lambda folder, reading: _read_imdb(folder, reading,
                                                       lambda polarity, rating: polarity),
     'imdb_fine': lambda folder, reading: _read_imdb(folder, reading,
                                                     lambda polarity, rating: str(rating)),
     'dbpedia_csv': _read_dbpedia_csv,
 }
+
+
+PAIR_FORMATS = ('pair_jsonl', 'pair_tsv')
 
 
 # ---------------------------------------------------------------- loading
@@ -506,17 +589,25 @@ def _given_paths(name, train_file, dev_file, test_file):
 
 
 def _custom_format(train_file, dev_file, test_file):
-    """Reader format of custom files: 'pair_jsonl' when they are .jsonl, else 'labeled_lines'."""
+    """Reader format of custom files (see file_format); all splits must share it."""
     if train_file is None or test_file is None:
         missing = '--train-file' if train_file is None else '--test-file'
         raise UserError('dataset custom needs {}: give --train-file and --test-file (and '
                         'optionally --dev-file)'.format(missing))
     paths = [p for p in (train_file, dev_file, test_file) if p is not None]
-    is_jsonl = {p.endswith('.jsonl') for p in paths}
-    if len(is_jsonl) > 1:
-        raise UserError('custom files {} mix .jsonl with other formats; give all splits in '
-                        'one format'.format(', '.join(paths)))
-    return 'pair_jsonl' if is_jsonl.pop() else 'labeled_lines'
+    formats = {file_format(p) for p in paths}
+    if len(formats) > 1:
+        raise UserError('custom files {} mix formats ({}); give all splits in one format'
+                        .format(', '.join(paths), ', '.join(sorted(formats))))
+    return formats.pop()
+
+
+def file_format(path):
+    """Reader format of a user's file by its extension: .jsonl and .tsv are pairs
+    (SNLI jsonl; cad-snli style tsv with a header), anything else `label text` lines."""
+    if path.endswith('.jsonl'):
+        return 'pair_jsonl'
+    return 'pair_tsv' if path.endswith('.tsv') else 'labeled_lines'
 
 
 def _split_paths(name, spec, data_dir, given):
@@ -600,7 +691,7 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
     examples = {role: _with_label_ids(r, label_names) for role, r in records.items()}
     return Dataset(name=name, train_pool=examples['train'], dev=examples.get('dev'),
                    test=examples['test'], label_names=list(label_names),
-                   pair=reader_format == 'pair_jsonl', n_bad_lines=reading.n_bad_lines,
+                   pair=reader_format in PAIR_FORMATS, n_bad_lines=reading.n_bad_lines,
                    n_no_gold=reading.n_no_gold, n_empty_lines=reading.n_empty_lines)
 
 

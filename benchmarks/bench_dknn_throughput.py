@@ -20,7 +20,7 @@ import tqdm
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
-import run_dknn  # noqa: E402
+import dknn as dknn_lib  # noqa: E402
 
 
 def per_example(setup, dknn, inputs):
@@ -55,7 +55,7 @@ def main():
     args = parser.parse_args()
     setup = model_setup.load_setup(args.model_setup)
     inputs = [x for x, _ in setup.test[:args.limit]]
-    dknns = {backend: run_dknn.dknn_from_setup(setup, backend, args.k)
+    dknns = {backend: dknn_lib.dknn_from_setup(setup, backend, args.k)
              for backend in ('kdtree', 'faiss')}
     runs = [('(a) per-example KD-tree loop', *timed(per_example, setup, dknns['kdtree'], inputs)),
             ('(b) batched KD-tree', *timed(batched, setup, dknns['kdtree'], inputs, args.batchsize)),

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import interpretations  # noqa: E402
 import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
-import run_dknn  # noqa: E402
+import dknn as dknn_lib  # noqa: E402
 
 
 def conformity_one_by_one(setup, dknn, tokens):
@@ -48,8 +48,8 @@ def main():
     setup = model_setup.load_setup(args.model_setup)
     if setup.model.pair:
         raise nlp_utils.UserError('this benchmark takes a single-sentence model')
-    dknn = run_dknn.dknn_from_setup(setup, 'kdtree', args.k)
-    batched_dknn = run_dknn.dknn_from_setup(setup, args.backend, args.k)
+    dknn = dknn_lib.dknn_from_setup(setup, 'kdtree', args.k)
+    batched_dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k)
     examples = setup.splits.test[:args.limit]
 
     start = time.perf_counter()

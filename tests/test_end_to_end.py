@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import model_setup
+import dknn as dknn_lib
 import run_dknn
 import train_text_classifier
 from nlp_utils import UserError
@@ -121,14 +122,14 @@ def test_activation_cache_is_reused_and_invalidated_by_a_new_model(trained, tmp_
     import shutil
     shutil.copytree(str(out), str(moved))
     setup = model_setup.load_setup(str(moved))
-    first, _ = run_dknn.train_activations(setup)
+    first, _ = dknn_lib.train_activations(setup)
     cache_time = os.path.getmtime(str(moved / 'dknn_cache.npz'))
-    cached, _ = run_dknn.train_activations(setup)
+    cached, _ = dknn_lib.train_activations(setup)
     assert os.path.getmtime(str(moved / 'dknn_cache.npz')) == cache_time
     np.testing.assert_array_equal(first[0], cached[0])
     setup.model.fcs[0].W.array *= 2
     chainer.serializers.save_npz(str(moved / 'best_model.npz'), setup.model)
-    changed, _ = run_dknn.train_activations(setup)
+    changed, _ = dknn_lib.train_activations(setup)
     assert not np.allclose(changed[1], first[1])
 
 
@@ -194,16 +195,16 @@ def test_faiss_indexes_are_cached_and_reused(trained, tmp_path):
     copy = tmp_path / 'faiss_copy'
     shutil.copytree(str(out), str(copy))
     setup = model_setup.load_setup(str(copy))
-    first = run_dknn.dknn_from_setup(setup, 'faiss', k=5)
+    first = dknn_lib.dknn_from_setup(setup, 'faiss', k=5)
     saved = copy / 'dknn_index_faiss.npz'
     assert saved.exists()
     saved_time = os.path.getmtime(str(saved))
-    second = run_dknn.dknn_from_setup(setup, 'faiss', k=5)
+    second = dknn_lib.dknn_from_setup(setup, 'faiss', k=5)
     assert os.path.getmtime(str(saved)) == saved_time
     queries = setup.model.layer_activations([x for x, _ in setup.test])
     np.testing.assert_array_equal(first.predict_from_activations(queries)['p_values'],
                                   second.predict_from_activations(queries)['p_values'])
-    other = run_dknn.dknn_from_setup(setup, 'faiss', k=5, index_options={'kind': 'hnsw'})
+    other = dknn_lib.dknn_from_setup(setup, 'faiss', k=5, index_options={'kind': 'hnsw'})
     assert other.indexes[0].kind == 'hnsw' and os.path.getmtime(str(saved)) > saved_time
 
 

@@ -9,9 +9,9 @@ import pytest
 import interpretations as interp
 import nets
 import nlp_utils
-import run_dknn
+import dknn as dknn_lib
 from nlp_utils import UserError
-from run_dknn import DkNN
+from dknn import DkNN
 
 WORDS = ['good', 'bad', 'movie', 'the', 'a', 'not', 'great', 'film', 'plot', 'very', 'dull', 'fun']
 VOCAB = {nlp_utils.EOS: 0, nlp_utils.UNK: 1, **{w: i + 2 for i, w in enumerate(WORDS)}}
@@ -160,7 +160,7 @@ def test_chunks_respect_row_and_token_limits():
 def test_dknn_is_built_only_for_dknn_methods(setup_and_dknn, monkeypatch):
     setup, dknn = setup_and_dknn
     calls = []
-    monkeypatch.setattr(run_dknn, 'dknn_from_setup', lambda s: calls.append(s) or dknn)
+    monkeypatch.setattr(dknn_lib, 'dknn_from_setup', lambda s: calls.append(s) or dknn)
     examples = examples_of(random_sentences(2, seed=8))
     interp.interpret_all(setup, ['confidence', 'gradient'], examples, progress=False)
     assert calls == []
@@ -368,7 +368,7 @@ def test_nearest_training_examples_are_final_layer_neighbours(setup_and_dknn):
 def test_cli_writes_html_and_png(setup_and_dknn, tmp_path, monkeypatch):
     setup, dknn = setup_and_dknn
     monkeypatch.setattr(interp.model_setup, 'load_setup', lambda *args: setup)
-    monkeypatch.setattr(run_dknn, 'dknn_from_setup', lambda *args, **kwargs: dknn)
+    monkeypatch.setattr(dknn_lib, 'dknn_from_setup', lambda *args, **kwargs: dknn)
     html_path, png_path = tmp_path / 'maps.html', tmp_path / 'maps.png'
     interp.main(['--model-setup', 'x', '--limit', '3', '--output', str(html_path),
                  '--png', str(png_path), '--neighbors', '2'])

@@ -296,7 +296,7 @@ def test_custom_jsonl_pairs(tmp_path):
     dataset = load_dataset('custom', train_file=train, test_file=test)
     assert dataset.pair and dataset.label_names == ['no', 'yes']
     assert dataset.train_pool[0] == ((['It', 'rains', '.'], ['Wet', '.']), 1)
-    with pytest.raises(UserError, match='mix .jsonl'):
+    with pytest.raises(UserError, match='mix formats'):
         load_dataset('custom', train_file=train, test_file=write(tmp_path / 't.txt', '0 a\n'))
 
 
@@ -466,3 +466,77 @@ def test_extraction_restores_files_missing_from_an_existing_folder(tmp_path):
     text_datasets._move_missing(str(staged), str(cached))
     assert (cached / 'train.jsonl').read_text() == 'new'
     assert (cached / 'dev.jsonl').read_text() == 'kept'
+
+
+# ---------------------------------------------------------------- cad-snli (Rajani et al.)
+CAD_HEADER = 'sentence1\tsentence2\tgold_label\n'
+
+
+def cad_dir(tmp_path, rows=('A man sleeps.\tNobody sleeps.\tcontradiction',)):
+    folder = tmp_path / 'data' / 'cad-nli' / 'original'
+    for role in ('train', 'dev', 'test'):
+        write(folder / '{}.tsv'.format(role), CAD_HEADER + '\n'.join(rows) + '\n')
+    return str(tmp_path / 'data')
+
+
+def test_cad_snli_reads_tab_separated_pairs_with_fixed_labels(tmp_path):
+    data = cad_dir(tmp_path, ['A man sleeps.\tNobody sleeps.\tcontradiction',
+                              'Dogs run.\tAnimals move.\tentailment'])
+    dataset = load_dataset('cad-snli', data_dir=data)
+    assert dataset.pair and dataset.label_names == ['entailment', 'neutral', 'contradiction']
+    assert dataset.train_pool == [((['A', 'man', 'sleeps', '.'], ['Nobody', 'sleeps', '.']), 2),
+                                  ((['Dogs', 'run', '.'], ['Animals', 'move', '.']), 0)]
+    assert len(dataset.dev) == 2 and len(dataset.test) == 2
+
+
+@pytest.mark.parametrize('row, problem', [
+    ('A man sleeps.\tNobody sleeps.\tsleepy', "label 'sleepy' is not one of"),
+    ('A man sleeps.\tcontradiction', 'expected 3 tab-separated fields, got 2'),
+    ('A man sleeps.\t \tneutral', 'empty premise or hypothesis'),
+])
+def test_cad_snli_bad_rows_name_file_and_line(tmp_path, row, problem):
+    data = cad_dir(tmp_path, ['Dogs run.\tAnimals move.\tentailment', row])
+    with pytest.raises(UserError, match='train.tsv line 3: ' + problem):
+        load_dataset('cad-snli', data_dir=data)
+
+
+def test_tsv_without_the_header_names_the_columns(tmp_path):
+    path = write(tmp_path / 'pairs.tsv', 'A man sleeps.\tNobody sleeps.\tcontradiction\n')
+    with pytest.raises(UserError, match='pairs.tsv line 1: the header must name the columns'):
+        load_dataset('custom', train_file=path, test_file=path)
+
+
+def test_custom_tsv_pairs_and_mixed_formats(tmp_path):
+    path = write(tmp_path / 'pairs.tsv', CAD_HEADER + 'Dogs run.\tAnimals move.\tyes\n'
+                 'Dogs run.\tCats sleep.\tno\n')
+    dataset = load_dataset('custom', train_file=path, test_file=path)
+    assert dataset.pair and dataset.label_names == ['no', 'yes']
+    jsonl = write_jsonl(tmp_path / 'test.jsonl', [snli_record('neutral')])
+    with pytest.raises(UserError, match='mix formats'):
+        load_dataset('custom', train_file=path, test_file=jsonl)
+
+
+def test_cad_snli_downloads_from_the_canonical_repository(served, monkeypatch):
+    text = (CAD_HEADER + 'Dogs run.\tAnimals move.\tentailment\n').encode()
+    spec = text_datasets.DATASETS['cad-snli']
+    for file in spec['files'].values():
+        served[text_datasets.CAD_NLI_URL + file] = text
+    monkeypatch.setitem(spec, 'md5', {f: hashlib.md5(text).hexdigest()
+                                      for f in spec['files'].values()})
+    dataset = load_dataset('cad-snli')
+    assert len(dataset.train_pool) == 1
+    assert served.requests[0].endswith('counterfactually-augmented-data/master/NLI/'
+                                       'original/train.tsv')
+    assert os.path.exists(os.path.join(text_datasets.cache_dir(), 'cad-nli', 'original',
+                                       'test.tsv'))
+
+
+@pytest.mark.parametrize('name, sizes', [('cad-snli', (1666, 200, 400)),
+                                         ('cad-snli-augmented', (8330, 1000, 2000)),
+                                         ('cad-snli-revised-hypothesis', (3332, 400, 800))])
+def test_real_cad_snli_sizes(name, sizes):
+    if not os.path.isdir(os.path.join(SHARED_DATA, 'cad-nli')):
+        pytest.skip('offline data folder ../shared/data/cad-nli is absent')
+    dataset = load_dataset(name, data_dir=SHARED_DATA)
+    assert (len(dataset.train_pool), len(dataset.dev), len(dataset.test)) == sizes
+    assert dataset.pair and dataset.n_bad_lines == 0
