@@ -32,7 +32,7 @@ test: venv
 table1: venv
 	for d in stsa.binary custrev TREC mpqa subj; do scripts/train_and_dknn.sh $$d cnn; done
 	scripts/train_and_dknn.sh stsa.binary bilstm --epoch 5
-	$(PY) paper_results.py table1
-	$(PY) paper_results.py reliability --run stsa.binary_cnn
+	$(PY) paper_results.py --overwrite table1
+	$(PY) paper_results.py --overwrite reliability --run stsa.binary_cnn
 
 paper: table1

@@ -60,6 +60,7 @@ import knn_index  # noqa: E402
 import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
 import plots  # noqa: E402
+import result_folder  # noqa: E402
 import dknn as dknn_lib  # noqa: E402
 import scaling  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
@@ -674,7 +675,8 @@ def main(argv=None):
         raise UserError('the {} split is empty'.format(args.split))
     dknn = None
     if args.neighbors or any(m in DKNN_METHODS for m in methods):
-        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
+        with result_folder.lock(setup.result_dir, 'interpretations.py'):   # DkNN caches
+            dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
     results = interpret_all(setup, methods, examples, dknn, args.batchsize)
     neighbors = None
     if args.neighbors:

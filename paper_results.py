@@ -21,6 +21,7 @@ import interpretations
 import model_setup
 import nlp_utils
 import plots
+import result_folder
 import dknn as dknn_lib
 import scaling
 from nlp_utils import UserError
@@ -116,6 +117,9 @@ def write_table(path_stem, rows, columns, header):
 
 def table1(args):
     rows = table1_rows(args.results)
+    if all(row['dknn'] is None for row in rows):
+        raise UserError('no result folder under {} has a dknn.json for Table 1; run '
+                        'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
     columns = ['model', 'dataset', 'softmax', 'dknn', 'difference', 'paper_softmax',
                'paper_dknn', 'epochs', 'run', 'backend', 'k']
     header = ('# Table 1: softmax vs DkNN test accuracy (%)\n\nOurs: GloVe 6B 50d, this 2-core '
@@ -162,6 +166,9 @@ def training(args):
     folders = sorted(os.path.join(args.results, name) for name in os.listdir(args.results)
                      if not name.startswith('demo_')
                      and os.path.exists(os.path.join(args.results, name, 'train_result.json')))
+    if not folders:
+        raise UserError('no result folder under {} has a train_result.json; train with '
+                        'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
     rows = [training_row(folder) for folder in folders]
     columns = ['dataset', 'model', 'dev', 'test', 'epochs', 'seconds_per_epoch',
                'peak_memory_mb', 'command']
@@ -196,7 +203,8 @@ def load_run(args, needs_temperature=False):
     setup = model_setup.load_setup(os.path.join(args.results, args.run, 'args.json'))
     if needs_temperature:
         scaling.load_temperature(setup.result_dir)
-    dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
+    with result_folder.lock(setup.result_dir, 'paper_results.py'):   # DkNN caches
+        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
     return setup, dknn
 
 
@@ -355,10 +363,38 @@ def snli_artifacts(args):
     print(markdown_table(rows, columns))
 
 
+# What each command writes into --out ({run}: its --run), checked before any work.
+OUTPUTS = {'table1': ('table1.md', 'table1.csv'), 'training': ('training.md', 'training.csv'),
+           'reliability': ('reliability_{run}.png',),
+           'table2': ('table2_{run}.html', 'table2_{run}.png'),
+           'highlights': ('highlights_{run}.md', 'highlights_{run}.csv'),
+           'terribly': ('terribly_{run}.md', 'terribly_{run}.csv'),
+           'snli-artifacts': ('snli_artifacts_{run}.md', 'snli_artifacts_{run}.csv')}
+
+
+def check_overwrite(args):
+    """The committed tables in results/ are only replaced on request: without an
+    explicit --out, an existing output file needs --overwrite."""
+    if args.out is not None or args.overwrite:
+        return
+    for name in OUTPUTS[args.command]:
+        path = os.path.join(DEFAULT_OUT, name.format(run=getattr(args, 'run', '')))
+        if os.path.exists(path):
+            raise UserError('{} exists (committed results); pass --overwrite to replace it or '
+                            '--out DIR to write elsewhere'.format(path))
+
+
+DEFAULT_OUT = 'results'
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
-    parser.add_argument('--out', default='results', help='where tables and figures go')
+    parser.add_argument('--out', default=None,
+                        help='where tables and figures go (default: results/, where existing '
+                             'files are only replaced with --overwrite)')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace existing tables and figures in results/')
     commands = parser.add_subparsers(dest='command', required=True)
     commands.add_parser('table1', help='softmax vs DkNN accuracy (Table 1)')
     commands.add_parser('training', help='accuracy, seconds per epoch and memory of each run')
@@ -377,6 +413,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
+    check_overwrite(args)
+    args.out = args.out or DEFAULT_OUT
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability}
     commands_by_name.update(analyses)
     commands_by_name[args.command](args)

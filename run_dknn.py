@@ -13,6 +13,7 @@ import dknn as dknn_lib
 import knn_index
 import model_setup
 import nlp_utils
+import result_folder
 
 
 def parse_args(argv=None):
@@ -48,13 +49,12 @@ def index_options(args):
     return {}
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
+def evaluate_and_write(setup, args):
+    """Build, calibrate and evaluate the DkNN; write dknn.json and the predictions."""
     timer = dknn_lib.PhaseTimer()
     dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, args.neighbor_labels,
-                           args.last_layer_only, index_options(args), args.batchsize,
-                           not args.no_cache, timer)
+                                    args.last_layer_only, index_options(args), args.batchsize,
+                                    not args.no_cache, timer)
     with timer('evaluate'):
         evaluation = dknn_lib.evaluate(setup, dknn, setup.test, args.batchsize)
     result = dknn_lib.summary(evaluation)
@@ -65,6 +65,14 @@ def main(argv=None):
     nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'dknn.json'), result)
     nlp_utils.atomic_savez(os.path.join(setup.result_dir, 'dknn_predictions.npz'),
                            **{key: evaluation[key] for key in dknn_lib.PREDICTION_KEYS})
+    return result
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
+    with result_folder.lock(setup.result_dir, 'run_dknn.py'):
+        result = evaluate_and_write(setup, args)
     print('softmax accuracy {softmax_accuracy:.4f}  dknn accuracy {dknn_accuracy:.4f}  '
           '({n_examples} test examples, {backend}, k={k})'.format(**result))
 

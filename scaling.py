@@ -212,19 +212,26 @@ def main(argv=None):
 
     # Imported here because it pulls in Chainer, which the functions above do not need.
     from model_setup import load_setup
+    from result_folder import lock
     setup = load_setup(args.model_setup, gpu=args.gpu)
+    with lock(setup.result_dir, 'scaling.py'):
+        summary = fit_and_write(setup, args.batchsize)
+    print('temperature {temperature:.4f} on {n_calib} calibration examples: '
+          'NLL {nll_before:.4f} -> {nll_after:.4f}, ECE {ece_before:.4f} -> {ece_after:.4f}'
+          .format(**summary))
+    print('wrote {} and {} in {}'.format(TEMPERATURE_FILE, DIAGRAM_FILE, setup.result_dir))
+
+
+def fit_and_write(setup, batchsize):
+    """Fit T on the setup's calibration split and write its files; -> summary."""
     calib = setup.calib  # encoded afresh on each access, so read it once
     if not calib:
         raise UserError('the calibration split of {} is empty; retrain with --n-calib > 0'
                         .format(setup.result_dir))
     ids = [example_ids for example_ids, _ in calib]
     labels = np.asarray([label for _, label in calib], dtype=np.int64)
-    logits = setup.model.predict_logits(ids, batchsize=args.batchsize)
-    summary = write_calibration(setup.result_dir, logits, labels)
-    print('temperature {temperature:.4f} on {n_calib} calibration examples: '
-          'NLL {nll_before:.4f} -> {nll_after:.4f}, ECE {ece_before:.4f} -> {ece_after:.4f}'
-          .format(**summary))
-    print('wrote {} and {} in {}'.format(TEMPERATURE_FILE, DIAGRAM_FILE, setup.result_dir))
+    logits = setup.model.predict_logits(ids, batchsize=batchsize)
+    return write_calibration(setup.result_dir, logits, labels)
 
 
 if __name__ == '__main__':

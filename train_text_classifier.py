@@ -9,8 +9,10 @@ args.json, calib.json, log (per-epoch JSON), train.log and train_result.json.
 import argparse
 import json
 import os
+import dataclasses
 import random
 import shutil
+import sys
 
 import chainer
 import chainer.links as L
@@ -21,6 +23,7 @@ from chainer.training import extensions
 import model_setup
 import nets
 import nlp_utils
+import result_folder
 import text_datasets
 from nlp_utils import UserError
 
@@ -64,8 +67,13 @@ def parse_args(argv=None):
     parser.add_argument('--skip-bad-lines', action='store_true')
     parser.add_argument('--snli-majority', action='store_true',
                         help="keep SNLI pairs with gold label '-' using the annotator majority")
-    parser.add_argument('--force', action='store_true', help='overwrite an existing result folder')
-    parser.add_argument('--resume', action='store_true', help='continue from the last snapshot')
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument('--force', action='store_true',
+                          help='replace an existing result folder of this tool once the new run '
+                               'has finished (the old one is kept if it fails)')
+    existing.add_argument('--resume', action='store_true',
+                          help='continue the run in --out from its last snapshot (e.g. with a '
+                               'larger --epoch); never deletes anything')
     return parser.parse_args(argv)
 
 
@@ -82,15 +90,6 @@ def make_config(args):
                   dev_file=absolute(args.dev_file), test_file=absolute(args.test_file),
                   vocab_path='vocab.json', model_path='best_model.npz')
     return config
-
-
-def prepare_out(args, out):
-    if os.path.exists(os.path.join(out, 'args.json')) and not (args.force or args.resume):
-        raise UserError('{} already holds a trained model; pass --force to overwrite it or '
-                        '--resume to continue training'.format(out))
-    if args.force and os.path.isdir(out):
-        shutil.rmtree(out)
-    os.makedirs(out, exist_ok=True)
 
 
 def seed_everything(seed, device):
@@ -159,7 +158,11 @@ def accuracy(model, examples, batchsize):
 
 
 def resumed_config(args, out):
-    """With --resume, the saved setup wins; only the number of epochs may change."""
+    """With --resume, the saved setup wins; only the number of epochs may change (and
+    is recorded in args.json)."""
+    if not os.path.exists(os.path.join(out, 'args.json')):
+        raise UserError('nothing to resume: {} holds no run (no args.json); train without '
+                        '--resume first'.format(out))
     config = model_setup.read_config(os.path.join(out, 'args.json'))
     if not os.path.exists(os.path.join(out, SNAPSHOT)):
         raise UserError('nothing to resume in {}: {} is missing'.format(out, SNAPSHOT))
@@ -167,12 +170,21 @@ def resumed_config(args, out):
     return config
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    out = args.out or os.path.join('results', '{}_{}'.format(args.dataset, args.model))
-    prepare_out(args, out)
-    config = resumed_config(args, out) if args.resume else make_config(args)
-    device = model_setup.get_device(args.gpu)
+@dataclasses.dataclass
+class Run:
+    """Everything a training run needs, validated before any folder is touched."""
+    config: dict
+    dataset: text_datasets.Dataset
+    splits: text_datasets.Splits
+    vocab: dict
+    embeddings: object      # float32 (n_vocab, embed_dim) pretrained rows, or None
+    device: object
+
+
+def prepare(config, gpu, vocab=None):
+    """Load data, vocabulary and vectors for `config` (a new run's, or a resumed run's
+    with its saved `vocab`); every bad input fails here, before any output exists."""
+    device = model_setup.get_device(gpu)
     seed_everything(config['seed'], device)
     dataset, splits = model_setup.load_data(config)
     print('{}: {} train, {} dev, {} calibration, {} test examples, {} classes'.format(
@@ -183,23 +195,105 @@ def main(argv=None):
                         (dataset.n_no_gold, "pairs without a gold label ('-')")):
         if count:
             print('skipped {} {}'.format(count, what))
-    if args.resume:
-        vocab, embeddings = nlp_utils.read_json(os.path.join(out, 'vocab.json')), None
-    else:
+    embeddings = None
+    if vocab is None:
         vocab, embeddings = build_vocab_and_embeddings(config, splits.train)
-        config.update(embed_dim=embeddings.shape[1] if embeddings is not None else args.embed_dim,
-                      n_class=len(dataset.label_names), pair=dataset.pair,
-                      label_names=dataset.label_names, n_vocab=len(vocab))
-        write_setup(out, config, vocab, splits, dataset)
-    model = nets.build_model(config, len(vocab), config['n_class'], config['pair'], embeddings)
-    model.to_device(device)
-    train, dev, test = (nlp_utils.encode_examples(part, vocab)
-                        for part in (splits.train, splits.dev, splits.test))
-    trainer = make_trainer(config, model, train, dev, device, out)
-    if args.resume:
-        nlp_utils.load_npz_safely(os.path.join(out, SNAPSHOT), trainer, 'snapshot')
+        config.update(embed_dim=embeddings.shape[1] if embeddings is not None
+                      else config['embed_dim'], n_class=len(dataset.label_names),
+                      pair=dataset.pair, label_names=dataset.label_names, n_vocab=len(vocab))
+    return Run(config, dataset, splits, vocab, embeddings, device)
+
+
+def train(run, folder, resume=False):
+    """Train `run` in `folder` (continuing its snapshot when `resume`), then report."""
+    config = run.config
+    if resume:
+        nlp_utils.atomic_write_json(os.path.join(folder, 'args.json'), config)
+    else:
+        write_setup(folder, config, run.vocab, run.splits, run.dataset)
+    model = nets.build_model(config, len(run.vocab), config['n_class'], config['pair'],
+                             run.embeddings)
+    model.to_device(run.device)
+    train_ids, dev, test = (nlp_utils.encode_examples(part, run.vocab)
+                            for part in (run.splits.train, run.splits.dev, run.splits.test))
+    trainer = make_trainer(config, model, train_ids, dev, run.device, folder)
+    if resume:
+        nlp_utils.load_npz_safely(os.path.join(folder, SNAPSHOT), trainer, 'snapshot')
     trainer.run()
-    report(config, out, model, dev, test)
+    report(config, folder, model, dev, test)
+
+
+def check_new_out(args, out):
+    """A new run may go into an absent or empty --out; with --force also replace a result
+    folder of this tool. Anything else is refused with what to do instead."""
+    if os.path.lexists(out) and (not os.path.isdir(out) or os.path.islink(out)):
+        raise UserError('--out {} exists and is not a folder; pass another --out'.format(out))
+    if not os.path.isdir(out) or not os.listdir(out):
+        return
+    if args.force:
+        result_folder.check_replaceable(out)
+        return
+    if os.path.exists(os.path.join(out, 'train_result.json')):
+        raise UserError('{} already holds a trained model; pass --force to replace it (the '
+                        'old one stays until the new run has finished) or another --out'
+                        .format(out))
+    if os.path.exists(os.path.join(out, SNAPSHOT)):
+        raise UserError('{} holds an unfinished run; pass --resume to continue it or --force '
+                        'to start over'.format(out))
+    raise UserError('{} is not empty; pass another --out (or --force if it is a result folder '
+                    'of this tool)'.format(out))
+
+
+def start(args, out):
+    """A new run: into `out` directly when it is absent or empty (so an interrupted run
+    can be resumed), else (--force) into a staging sibling swapped in when done."""
+    check_new_out(args, out)
+    run = prepare(make_config(args), args.gpu)
+    if os.path.isdir(out) and os.listdir(out):
+        staging = result_folder.new_staging(out, 'train_text_classifier.py')
+        try:
+            train(run, staging)
+        except BaseException:
+            result_folder.discard(staging)
+            raise
+        result_folder.swap_in(staging, out)
+        return
+    created = not os.path.exists(out)
+    result_folder.mark(out, 'train_text_classifier.py')
+    try:
+        train(run, out)
+    except BaseException:
+        if os.path.exists(os.path.join(out, SNAPSHOT)):
+            print('training stopped; rerun with --resume --out {} to continue from the last '
+                  'finished epoch'.format(out), file=sys.stderr)
+        else:
+            remove_new_run(out, created)
+        raise
+
+
+def remove_new_run(out, created):
+    """Undo a run that failed before its first snapshot: the folder when this run made
+    it, else only the files this run wrote into the (empty) folder the user gave."""
+    if created:
+        shutil.rmtree(out)
+        return
+    for name in os.listdir(out):
+        path = os.path.join(out, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+
+def resume(args, out):
+    config = resumed_config(args, out)
+    vocab = nlp_utils.read_json(os.path.join(out, config['vocab_path']), 'vocabulary')
+    train(prepare(config, args.gpu, vocab), out, resume=True)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    out = args.out or os.path.join('results', '{}_{}'.format(args.dataset, args.model))
+    with result_folder.lock(out, 'training'):
+        result_folder.sweep_stale(out)
+        (resume if args.resume else start)(args, out)
 
 
 def report(config, out, model, dev, test):

@@ -2,6 +2,7 @@
 # Train one model with the paper's hyperparameters (GloVe 50d offline) and run DkNN on it.
 # Usage: [RUN=name] scripts/train_and_dknn.sh DATASET MODEL [extra train flags...]
 # Writes results/${RUN:-DATASET_MODEL}; skips training when its train_result.json exists.
+# An unfinished run is replaced (--force) unless the flags include --resume.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dataset=$1 model=$2; shift 2
@@ -9,9 +10,11 @@ out=results/${RUN:-${dataset}_${model}}
 py=${PYTHON:-.venv/bin/python}
 data=${DKNN_DATA_DIR:-../shared/data}
 if [ ! -f "$out/train_result.json" ]; then
+  replace=--force
+  for flag in "$@"; do [ "$flag" = --resume ] && replace=; done
   /usr/bin/time -f "peak_rss_kb %M wall_s %e" -o "$out.time" \
     "$py" train_text_classifier.py --dataset "$dataset" --model "$model" --data-dir "$data" \
-      --word_vectors "$data/glove/glove.6B.50d.txt.gz" --out "$out" --force "$@"
+      --word_vectors "$data/glove/glove.6B.50d.txt.gz" --out "$out" $replace "$@"
   mv "$out.time" "$out/time.txt"
 fi
 "$py" run_dknn.py --model-setup "$out/args.json" --data-dir "$data"
