@@ -126,9 +126,12 @@ def check_replaceable(folder, flag='--force'):
     if not os.path.isdir(folder) or os.path.islink(folder):
         raise UserError('{} is not a folder; pass another --out'.format(folder))
     if not is_result_folder(folder):
+        legacy = os.path.exists(os.path.join(folder, 'args.json'))
         raise UserError('{} is not a result folder made by this tool (it has no {} marker); '
-                        '{} only replaces such folders: pass another --out'.format(
-                            folder, MARKER, flag))
+                        '{} only replaces such folders: pass another --out{}'.format(
+                            folder, MARKER, flag,
+                            ' (if an older version of this tool made it: touch {})'.format(
+                                os.path.join(folder, MARKER)) if legacy else ''))
 
 
 def new_staging(folder, created_by):
