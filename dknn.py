@@ -6,6 +6,7 @@ project: cached training activations, cached faiss indexes, `dknn_from_setup` an
 `evaluate`. Nothing here parses flags or writes reports.
 """
 import contextlib
+import json
 import os
 import time
 
@@ -21,19 +22,29 @@ from nlp_utils import UserError
 class DkNN:
     """kNN classification over every layer's representation, with conformal calibration.
 
+    Works on plain arrays from any model:
+
+        dknn = DkNN(n_class=2, backend='faiss', k=75)
+        dknn.fit(train_layers, train_labels)       # list of (N, D_l) arrays, labels (N,)
+        dknn.calibrate(calib_layers, calib_labels)  # held-out examples, never trained on
+        result = dknn.predict_from_activations(test_layers)
+        dknn.save('dknn.npz'); dknn = DkNN.load('dknn.npz')   # npz, no pickle
+
     For an input with neighbour labels over L layers and k neighbours each:
       nonconformity(j) = number of the L*k neighbours whose label is not j
-      p_value(j)       = fraction of calibration nonconformity scores >= nonconformity(j)
+      p_value(j)       = fraction of calibration nonconformity scores >= nonconformity(j),
+                         the calibration scores taken at each example's TRUE label
       prediction       = argmax_j p_value(j); ties go to the larger conformity, then the
                          smaller class id
       credibility      = the largest p-value; confidence = 1 - the second largest
       conformity(j)    = fraction of the L*k neighbours with label j (the paper's
                          uncalibrated score, a probability-like vector over classes)
     A neighbour slot an approximate index could not fill (index -1) counts as disagreeing
-    with every class.
+    with every class. Every call must pass as many layers as `fit` got (with
+    last_layer_only, only the last of them is searched).
     """
 
-    def __init__(self, n_class, backend='kdtree', k=75, last_layer_only=False,
+    def __init__(self, n_class, backend='faiss', k=75, last_layer_only=False,
                  index_options=None):
         self.n_class = n_class
         self.backend = backend
@@ -41,33 +52,44 @@ class DkNN:
         self.last_layer_only = last_layer_only
         self.index_options = index_options or {}
         self.indexes = []
+        self.n_layers = None          # layers passed to fit (all of them are searched
+        self.train_activations = None  # unless last_layer_only)
         self.train_labels = None
         self.calibration_scores = None
 
     # ------------------------------------------------------------ fitting
-    def build(self, train_activations, train_labels, progress=False, index_states=None):
-        """train_activations: list of (N, D_l) arrays, one per layer; train_labels (N,).
-        index_states: per used layer, a saved_state() of an index built on the same
-        activations with the same backend options, restored instead of rebuilt."""
-        if self.last_layer_only:
-            train_activations = train_activations[-1:]
+    def fit(self, train_activations, train_labels, progress=False, index_states=None):
+        """train_activations: list of (N, D_l) arrays, one per layer; train_labels (N,)
+        ints in [0, n_class). index_states: per searched layer, a saved_state() of an
+        index built on the same activations with the same options, restored instead of
+        rebuilt."""
+        train_labels = np.asarray(train_labels, dtype=np.int64)
         n_train = len(train_labels)
+        if any(len(layer) != n_train for layer in train_activations):
+            raise UserError('every layer needs one row per training label ({}), got {}'.format(
+                n_train, [len(layer) for layer in train_activations]))
+        if n_train and (train_labels.min() < 0 or train_labels.max() >= self.n_class):
+            raise UserError('training labels must lie in [0, {}), got [{}, {}]'.format(
+                self.n_class, train_labels.min(), train_labels.max()))
         if self.k > n_train:
             raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
                             .format(self.k, n_train))
-        layers = tqdm.tqdm(train_activations, desc='indexing', unit='layer', disable=not progress)
+        self.n_layers = len(train_activations)
+        self.train_activations = list(train_activations)
+        searched = self._searched(train_activations, 'training')
         if index_states is not None:
             self.indexes = [knn_index.make_index(self.backend, **self.index_options).restore(state)
                             for state in index_states]
         else:
+            layers = tqdm.tqdm(searched, desc='indexing', unit='layer', disable=not progress)
             self.indexes = [knn_index.make_index(self.backend, **self.index_options).build(layer)
                             for layer in layers]
-        self.train_labels = np.asarray(train_labels, dtype=np.int64)
+        self.train_labels = train_labels
         return self
 
     def calibrate(self, calib_activations, calib_labels):
         """Nonconformity of each calibration example at its true label, shape (N_calib,)."""
-        calib_labels = np.asarray(calib_labels)
+        calib_labels = np.asarray(calib_labels, dtype=np.int64)
         if len(calib_labels) == 0:
             raise UserError('the calibration split is empty; re-train with --n-calib > 0')
         if len(np.unique(calib_labels)) < 2:
@@ -78,16 +100,28 @@ class DkNN:
         return self
 
     # ------------------------------------------------------------ inference
-    def neighbor_labels(self, activations):
-        """Activations (list of (M, D_l)) -> labels of the k nearest training examples
-        in each used layer, int64 (M, L, k), with -1 where a neighbour is missing."""
-        if self.last_layer_only:
-            activations = activations[-1:]
-        labels = []
-        for index, layer in zip(self.indexes, activations):
-            _, neighbors = index.search(layer, self.k)
-            labels.append(np.where(neighbors >= 0, self.train_labels[neighbors], -1))
-        return np.stack(labels, axis=1)
+    def _searched(self, activations, what):
+        """The layers that are searched, after checking the layer count against fit."""
+        if self.n_layers is not None and len(activations) != self.n_layers:
+            raise UserError('{} activations have {} layers, but the DkNN was fitted on {}'
+                            .format(what, len(activations), self.n_layers))
+        return activations[-1:] if self.last_layer_only else activations
+
+    def neighbors(self, activations):
+        """Activations (list of (M, D_l)) -> (distances float32 (M, L, k), training
+        indices int64 (M, L, k)) in each searched layer, nearest first; -1 / inf where
+        an approximate index found fewer than k."""
+        found = [index.search(layer, self.k)
+                 for index, layer in zip(self.indexes, self._searched(activations, 'query'))]
+        return (np.stack([d for d, _ in found], axis=1),
+                np.stack([i for _, i in found], axis=1))
+
+    def neighbor_labels(self, activations, indices=None):
+        """Labels of the k nearest training examples in each searched layer, int64
+        (M, L, k), -1 where a neighbour is missing. `indices`: from neighbors(), if known."""
+        if indices is None:
+            _, indices = self.neighbors(activations)
+        return np.where(indices >= 0, self.train_labels[indices], -1)
 
     def nonconformity(self, neighbor_labels):
         """(M, L, k) labels -> (M, C) count of neighbours whose label is not each class."""
@@ -104,10 +138,12 @@ class DkNN:
     def predict_from_activations(self, activations):
         """Activations (list of (M, D_l)) -> dict of arrays over the M inputs:
         prediction (M,), credibility (M,), confidence (M,), p_values (M, C),
-        conformity (M, C), neighbor_labels (M, L, k)."""
+        conformity (M, C), neighbor_labels, neighbors (training indices) and
+        neighbor_distances, each (M, L, k)."""
         if self.calibration_scores is None:
             raise RuntimeError('call calibrate() before predicting')
-        neighbor_labels = self.neighbor_labels(activations)
+        distances, indices = self.neighbors(activations)
+        neighbor_labels = self.neighbor_labels(activations, indices)
         nonconformity = self.nonconformity(neighbor_labels)
         p_values = self.p_values(nonconformity)
         conformity = 1 - nonconformity / neighbor_labels[0].size
@@ -119,11 +155,66 @@ class DkNN:
         second = sorted_p[:, -2] if self.n_class > 1 else np.zeros(len(p_values))
         return {'prediction': prediction, 'credibility': sorted_p[:, -1],
                 'confidence': 1 - second, 'p_values': p_values, 'conformity': conformity,
-                'neighbor_labels': neighbor_labels}
+                'neighbor_labels': neighbor_labels, 'neighbors': indices,
+                'neighbor_distances': distances}
 
     @property
     def n_short_queries(self):
         return sum(index.n_short_queries for index in self.indexes)
+
+    # ------------------------------------------------------------ files
+    def save(self, path):
+        """Everything needed to predict again, as one npz without pickle: the settings,
+        the training activations and labels, the calibration scores, and the built
+        indexes where the backend can serialise them (faiss); others are rebuilt on load."""
+        if self.calibration_scores is None:
+            raise RuntimeError('call fit() and calibrate() before save()')
+        settings = {'n_class': self.n_class, 'backend': self.backend, 'k': self.k,
+                    'last_layer_only': self.last_layer_only,
+                    'index_options': self.index_options, 'n_layers': self.n_layers}
+        arrays = {'layer_{}'.format(i): a for i, a in enumerate(self.train_activations)}
+        arrays.update(index_state_arrays(self.indexes) or {})
+        nlp_utils.atomic_savez(path, settings=np.array(json.dumps(settings)),
+                               train_labels=self.train_labels,
+                               calibration_scores=self.calibration_scores, **arrays)
+
+    @classmethod
+    def load(cls, path):
+        """The DkNN that save() wrote to `path`."""
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                settings = json.loads(str(saved['settings']))
+                layers = [saved['layer_{}'.format(i)] for i in range(settings['n_layers'])]
+                states = index_states_from(saved)
+                labels, scores = saved['train_labels'], saved['calibration_scores']
+        except (OSError, KeyError, ValueError) as error:
+            raise UserError('{} is not a DkNN saved by DkNN.save ({}); save it again'.format(
+                path, error))
+        dknn = cls(settings['n_class'], settings['backend'], settings['k'],
+                   settings['last_layer_only'], settings['index_options'])
+        dknn.fit(layers, labels, index_states=states or None)
+        dknn.calibration_scores = scores
+        return dknn
+
+
+def index_state_arrays(indexes):
+    """{index_<layer>_<field>: array} of the indexes' saved states, or None when a
+    backend cannot save its index without pickle (KD-tree, LSH)."""
+    states = [index.saved_state() for index in indexes]
+    if any(state is None for state in states):
+        return None
+    return {'index_{}_{}'.format(i, field): value
+            for i, state in enumerate(states) for field, value in state.items()}
+
+
+def index_states_from(npz):
+    """Per-index saved states from arrays named index_<layer>_<field> -> list of dicts."""
+    states = {}
+    for name in npz.files:
+        if name.startswith('index_'):
+            _, layer, field = name.split('_', 2)
+            states.setdefault(int(layer), {})[field] = npz[name]
+    return [states[layer] for layer in sorted(states)]
 
 
 # ---------------------------------------------------------------- model + cache
@@ -183,20 +274,12 @@ class IndexCache:
         with np.load(self.path, allow_pickle=False) as cache:
             if str(cache['key']) != self.key:
                 return None
-            states = [{} for _ in range(int(cache['n_indexes']))]
-            for name in cache.files:
-                if name.startswith('index_'):
-                    _, layer, field = name.split('_', 2)
-                    states[int(layer)][field] = cache[name]
-            return states
+            return index_states_from(cache)
 
     def save(self):
-        states = [index.saved_state() for index in self.dknn.indexes]
-        if any(state is None for state in states):
-            return
-        arrays = {'index_{}_{}'.format(i, field): array
-                  for i, state in enumerate(states) for field, array in state.items()}
-        nlp_utils.atomic_savez(self.path, key=np.array(self.key), n_indexes=len(states), **arrays)
+        arrays = index_state_arrays(self.dknn.indexes)
+        if arrays is not None:
+            nlp_utils.atomic_savez(self.path, key=np.array(self.key), **arrays)
 
 
 class PhaseTimer:
@@ -212,7 +295,7 @@ class PhaseTimer:
         self.seconds[name] = round(time.perf_counter() - start, 3)
 
 
-def dknn_from_setup(setup, backend='kdtree', k=75, neighbor_labels='gold', last_layer_only=False,
+def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_layer_only=False,
                     index_options=None, batchsize=64, use_cache=True, timer=None):
     """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)."""
     timer = timer or PhaseTimer()
@@ -223,7 +306,7 @@ def dknn_from_setup(setup, backend='kdtree', k=75, neighbor_labels='gold', last_
     with timer('index'):
         index_cache = IndexCache(setup.result_dir, key, dknn) if use_cache else None
         saved_states = index_cache.load() if index_cache else None
-        dknn.build(activations, labels, progress=True, index_states=saved_states)
+        dknn.fit(activations, labels, progress=True, index_states=saved_states)
         if index_cache and saved_states is None:
             index_cache.save()
     with timer('calibrate'):

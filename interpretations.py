@@ -647,7 +647,7 @@ def parse_args(argv=None):
     parser.add_argument('--neighbors', type=int, default=0,
                         help='show the N nearest training examples (final DkNN layer)')
     parser.add_argument('--k', type=int, default=75, help='DkNN neighbours per layer')
-    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='kdtree',
+    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
                         help='DkNN nearest-neighbour backend')
     parser.add_argument('--batchsize', type=int, default=DEFAULT_BATCHSIZE,
                         help='rows (leave-one-out variants) per model batch and DkNN query')

@@ -17,12 +17,13 @@ import sys
 
 import numpy as np
 
+import dknn as dknn_lib
 import interpretations
+import knn_index
 import model_setup
 import nlp_utils
 import plots
 import result_folder
-import dknn as dknn_lib
 import scaling
 from nlp_utils import UserError
 
@@ -406,7 +407,8 @@ def main(argv=None):
         command = commands.add_parser(name, help=function.__doc__.split('\n')[0])
         command.add_argument('--run', default='snli_bilstm' if name == 'snli-artifacts'
                              else 'stsa.binary_bilstm', help='result folder name')
-        command.add_argument('--backend', default='kdtree', help='DkNN search backend')
+        command.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                             help='DkNN search backend')
         command.add_argument('--k', type=nlp_utils.positive_int, default=75)
         command.add_argument('--batchsize', type=nlp_utils.positive_int, default=256)
         command.add_argument('--positive-label', default='1', help='SST positive label name')

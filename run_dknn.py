@@ -19,7 +19,9 @@ import result_folder
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True, help='results/<dataset>_<model>/args.json')
-    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='kdtree')
+    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                        help='nearest-neighbour search: faiss (exact by default, the fastest), '
+                             'kdtree (the paper\'s; same neighbours), lsh (approximate)')
     parser.add_argument('--lsh', dest='backend', action='store_const', const='lsh',
                         help='alias of --backend lsh (the original flag)')
     parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')

@@ -109,9 +109,9 @@ def test_run_dknn_cli_writes_report(trained):
         report = json.load(f)
     assert report['softmax_accuracy'] == pytest.approx(result['test_accuracy'])
     assert report['dknn_accuracy'] > 0.8 and report['n_examples'] == 60
-    assert report['k'] == 5 and report['backend'] == 'kdtree'
+    assert report['k'] == 5 and report['backend'] == 'faiss'   # exact faiss is the default
     assert set(report['seconds']) == {'cache', 'index', 'calibrate', 'evaluate'}
-    run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5', '--backend', 'faiss'])
+    run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5', '--backend', 'kdtree'])
     with open(str(out / 'dknn.json')) as f:
         assert json.load(f)['dknn_accuracy'] == report['dknn_accuracy']
 

@@ -40,7 +40,7 @@ def make_setup(tmp_path, pair=False):
     labels = list(np.random.RandomState(2).randint(0, N_CLASS, len(tokens)))
     train, calib = list(zip(tokens, labels))[:-15], list(zip(tokens, labels))[-15:]
     encode = lambda examples: [x for x, _ in nlp_utils.encode_examples(examples, VOCAB)]
-    dknn = DkNN(N_CLASS, k=5).build(model.layer_activations(encode(train)), [y for _, y in train])
+    dknn = DkNN(N_CLASS, k=5).fit(model.layer_activations(encode(train)), [y for _, y in train])
     dknn.calibrate(model.layer_activations(encode(calib)), [y for _, y in calib])
     setup = types.SimpleNamespace(
         model=model, vocab=VOCAB, result_dir=str(tmp_path), label_names=LABEL_NAMES,
