@@ -6,6 +6,7 @@ splits (train / dev / calibration / test) that training used.
 """
 import dataclasses
 import os
+import re
 
 import chainer
 
@@ -53,6 +54,19 @@ class Setup:
     @property
     def label_names(self):
         return self.dataset.label_names
+
+    def evaluation_examples(self, split='test', eval_file=None):
+        """(name, token-level examples) to evaluate: a split of the training data, or
+        `eval_file` read in the model's data format with its labels. The name (the split,
+        or 'file-<file name>') goes into output file names, so results on one split or
+        file never overwrite another's."""
+        if eval_file is None:
+            return split, getattr(self.splits, split)
+        examples = text_datasets.read_eval_file(
+            eval_file, self.config['dataset'], self.label_names, self.config['char_based'],
+            self.config.get('skip_bad_lines', False))
+        stem = os.path.splitext(os.path.basename(eval_file))[0]
+        return 'file-' + re.sub(r'[^A-Za-z0-9_.-]+', '_', stem), examples
 
 
 def get_device(gpu):

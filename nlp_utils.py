@@ -33,18 +33,38 @@ def run_cli(main):
 def atomic_write(path, write, mode):
     """Write through a temporary file in the same folder, then rename, so a crash
     never leaves a half-written `path` behind."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix=os.path.basename(path))
+    atomic_write_files([(path, write, mode)])
+
+
+def atomic_write_files(writes):
+    """writes: [(path, write(file), mode)]. Every file is written to a temporary sibling
+    first and all are renamed only once every one succeeded, so a failure leaves all
+    the old files as they were (a report and its data never end up half new)."""
+    temporaries = []
     try:
-        # Text is always UTF-8 (the HTML pages say so), whatever the locale.
-        with os.fdopen(fd, mode, **({} if 'b' in mode else {'encoding': 'utf-8'})) as f:
-            write(f)
-        os.replace(tmp, path)
+        for path, write, mode in writes:
+            folder = os.path.dirname(os.path.abspath(path))
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix=os.path.basename(path))
+            temporaries.append(tmp)
+            # mkstemp makes the file 0600; give it the mode a plain open() would.
+            os.chmod(tmp, 0o666 & ~_umask())
+            # Text is always UTF-8 (the HTML pages say so), whatever the locale.
+            with os.fdopen(fd, mode, **({} if 'b' in mode else {'encoding': 'utf-8'})) as f:
+                write(f)
+        for (path, _, _), tmp in zip(writes, temporaries):
+            os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        for tmp in temporaries:
+            if os.path.exists(tmp):
+                os.remove(tmp)
         raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path, text):
@@ -52,15 +72,25 @@ def atomic_write_text(path, text):
 
 
 def atomic_write_json(path, obj):
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + '\n')
+    atomic_write_files([json_write(path, obj)])
 
 
 def atomic_savez(path, **arrays):
     """np.savez without pickle: object arrays are refused at write time too."""
+    atomic_write_files([savez_write(path, arrays)])
+
+
+def savez_write(path, arrays):
+    """(path, write, mode) of an npz without pickle, for atomic_write_files."""
     for name, array in arrays.items():
         if np.asarray(array).dtype == object:
             raise ValueError('refusing to save object array {!r} (would need pickle)'.format(name))
-    atomic_write(path, lambda f: np.savez(f, **arrays), 'wb')
+    return path, lambda f: np.savez(f, **arrays), 'wb'
+
+
+def json_write(path, obj):
+    """(path, write, mode) of a JSON file, for atomic_write_files."""
+    return path, lambda f: f.write(json.dumps(obj, indent=2, sort_keys=True) + '\n'), 'w'
 
 
 def file_digest(path, algorithm='md5'):

@@ -59,18 +59,29 @@ PAPER_ARTIFACTS = {
 }
 
 
-def read_run(folder):
-    """dknn.json and the epoch count of a result folder, or None if DkNN was not run."""
-    if not os.path.exists(os.path.join(folder, 'dknn.json')):
-        return None
-    report = nlp_utils.read_json(os.path.join(folder, 'dknn.json'))
-    report['epoch'] = nlp_utils.read_json(os.path.join(folder, 'args.json'))['epoch']
-    return report
+def read_runs(folder):
+    """The DkNN test reports of a result folder, one per backend that was run, each
+    with `epoch` and, where DkNN also ran on dev, `dev_softmax_accuracy` and
+    `dev_dknn_accuracy`. [] when DkNN was not run."""
+    reports = []
+    for backend in knn_index.BACKENDS:
+        test, dev = (os.path.join(folder, dknn_lib.output_names(split, backend)[0])
+                     for split in ('test', 'dev'))
+        if not os.path.exists(test):
+            continue
+        report = nlp_utils.read_json(test, 'DkNN report')
+        report['epoch'] = nlp_utils.read_json(os.path.join(folder, 'args.json'))['epoch']
+        if os.path.exists(dev):
+            dev_report = nlp_utils.read_json(dev, 'DkNN report')
+            report.update(dev_softmax_accuracy=dev_report['softmax_accuracy'],
+                          dev_dknn_accuracy=dev_report['dknn_accuracy'])
+        reports.append(report)
+    return reports
 
 
 def table1_rows(results_dir):
-    """One row per model and dataset (results/<dataset>_<model>), plus one per extra
-    seed (results/<dataset>_<model>_seed<N>, from RUN=... scripts/train_and_dknn.sh)."""
+    """One row per model, dataset and backend (results/<dataset>_<model>), plus the same
+    per extra seed (results/<dataset>_<model>_seed<N>, from RUN=... train_and_dknn.sh)."""
     rows = []
     for model in ('bilstm', 'cnn'):
         for dataset, short in TABLE1_DATASETS:
@@ -78,22 +89,30 @@ def table1_rows(results_dir):
             seeds = sorted(name for name in os.listdir(results_dir)
                            if name.startswith(run + '_seed')) if os.path.isdir(results_dir) else []
             for name in [run] + seeds:
-                rows.append(table1_row(results_dir, name, model, short))
+                rows.extend(table1_row(results_dir, name, model, short))
     return rows
 
 
+def percent(fraction):
+    return None if fraction is None else round(100 * fraction, 1)
+
+
 def table1_row(results_dir, name, model, short):
+    """The rows of one run: one per backend, or one 'not run' row."""
     paper_softmax, paper_dknn = PAPER_TABLE1[model][short]
-    row = {'model': MODEL_NAMES[model], 'dataset': short, 'run': name,
-           'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
-           'dknn': None, 'difference': None, 'epochs': None, 'backend': None, 'k': None}
-    run = read_run(os.path.join(results_dir, name))
-    if run:
-        softmax, dknn = 100 * run['softmax_accuracy'], 100 * run['dknn_accuracy']
-        row.update(softmax=round(softmax, 1), dknn=round(dknn, 1),
-                   difference=round(dknn - softmax, 1), epochs=run['epoch'],
-                   backend=run['backend'], k=run['k'])
-    return row
+    empty = {'model': MODEL_NAMES[model], 'dataset': short, 'run': name,
+             'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
+             'dknn': None, 'difference': None, 'dev_softmax': None, 'dev_dknn': None,
+             'epochs': None, 'backend': None, 'k': None}
+    rows = []
+    for report in read_runs(os.path.join(results_dir, name)):
+        softmax, dknn = 100 * report['softmax_accuracy'], 100 * report['dknn_accuracy']
+        rows.append(dict(empty, softmax=round(softmax, 1), dknn=round(dknn, 1),
+                         difference=round(dknn - softmax, 1), epochs=report['epoch'],
+                         dev_softmax=percent(report.get('dev_softmax_accuracy')),
+                         dev_dknn=percent(report.get('dev_dknn_accuracy')),
+                         backend=report['backend'], k=report['k']))
+    return rows or [empty]
 
 
 def markdown_table(rows, columns):
@@ -112,17 +131,20 @@ def csv_text(rows, columns):
 
 
 def write_table(path_stem, rows, columns, header):
-    nlp_utils.atomic_write_text(path_stem + '.md', header + '\n' + markdown_table(rows, columns))
-    nlp_utils.atomic_write_text(path_stem + '.csv', csv_text(rows, columns))
+    """PATH_STEM.md (header, then the Markdown table) and PATH_STEM.csv, renamed into
+    place together."""
+    texts = {'.md': header + '\n' + markdown_table(rows, columns), '.csv': csv_text(rows, columns)}
+    nlp_utils.atomic_write_files([(path_stem + suffix, lambda f, text=text: f.write(text), 'w')
+                                  for suffix, text in texts.items()])
 
 
 def table1(args):
     rows = table1_rows(args.results)
     if all(row['dknn'] is None for row in rows):
-        raise UserError('no result folder under {} has a dknn.json for Table 1; run '
+        raise UserError('no result folder under {} has a DkNN test report for Table 1; run '
                         'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
-    columns = ['model', 'dataset', 'softmax', 'dknn', 'difference', 'paper_softmax',
-               'paper_dknn', 'epochs', 'run', 'backend', 'k']
+    columns = ['model', 'dataset', 'softmax', 'dknn', 'difference', 'dev_softmax', 'dev_dknn',
+               'paper_softmax', 'paper_dknn', 'epochs', 'run', 'backend', 'k']
     header = ('# Table 1: softmax vs DkNN test accuracy (%)\n\nOurs: GloVe 6B 50d, this 2-core '
               'CPU, epoch chosen on dev; paper: GloVe 840B 300d.\nProduced by: `{}`\n'.format(
                   'python ' + ' '.join(sys.argv)))
@@ -182,10 +204,10 @@ def training(args):
 
 
 def reliability(args):
-    path = os.path.join(args.results, args.run, 'dknn_predictions.npz')
+    path = os.path.join(args.results, args.run, dknn_lib.output_names('test', args.backend)[1])
     if not os.path.exists(path):
-        raise UserError('{} does not exist; run python run_dknn.py --model-setup {}/args.json '
-                        'first'.format(path, os.path.dirname(path)))
+        raise UserError('{} does not exist; run run_dknn.py --model-setup {}/args.json '
+                        '--backend {} first'.format(path, os.path.dirname(path), args.backend))
     with np.load(path, allow_pickle=False) as predictions:
         labels, probabilities = predictions['label'], predictions['softmax_probability']
         curves = [('DkNN credibility', predictions['credibility'],
@@ -401,6 +423,8 @@ def main(argv=None):
     commands.add_parser('training', help='accuracy, seconds per epoch and memory of each run')
     figure = commands.add_parser('reliability', help='reliability diagram of one run')
     figure.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
+    figure.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                        help='the DkNN run whose test predictions are drawn')
     analyses = {'table2': table2, 'highlights': highlights, 'terribly': terribly,
                 'snli-artifacts': snli_artifacts}
     for name, function in analyses.items():

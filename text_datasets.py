@@ -695,6 +695,26 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
                    n_no_gold=reading.n_no_gold, n_empty_lines=reading.n_empty_lines)
 
 
+def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=False):
+    """Examples of one extra evaluation file in the format of dataset `name` (a custom
+    dataset's by its extension), labelled with the model's `label_names`: a label the
+    model does not know is an error naming file and line. -> list of Example."""
+    if not os.path.isfile(path):
+        raise UserError('--eval-file {} is not a file'.format(path))
+    reader_format = file_format(path) if name == 'custom' else _spec_of(name)['format']
+    if reader_format not in ('labeled_lines',) + PAIR_FORMATS:
+        raise UserError('--eval-file is not supported for {} data; evaluate a custom-format '
+                        'model or convert the file to `label text` lines'.format(name))
+    reading = _Reading(char_based=char_based, skip_bad_lines=skip_bad_lines,
+                       snli_majority=False,
+                       integer_labels=reader_format == 'labeled_lines' and name != 'custom',
+                       label_names=list(label_names))
+    records = _READERS[reader_format](path, reading)
+    if not records:
+        raise UserError('--eval-file {} has no usable examples'.format(path))
+    return _with_label_ids(records, label_names)
+
+
 # ---------------------------------------------------------------- train/dev/calib splits
 def _check_split_sizes(name, n_pool, n_dev, n_calib, carve_dev):
     if n_calib < 0:

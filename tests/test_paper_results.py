@@ -40,12 +40,14 @@ def test_artifact_ranks_count_only_matching_predictions():
 def test_table1_collects_runs_and_marks_missing(tmp_path):
     folder = tmp_path / 'TREC_cnn'
     folder.mkdir()
-    (folder / 'dknn.json').write_text(json.dumps(
+    (folder / 'dknn_test_kdtree.json').write_text(json.dumps(
         {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.8875, 'backend': 'kdtree', 'k': 75}))
+    (folder / 'dknn_dev_kdtree.json').write_text(json.dumps(
+        {'softmax_accuracy': 0.85, 'dknn_accuracy': 0.86, 'backend': 'kdtree', 'k': 75}))
     (folder / 'args.json').write_text(json.dumps({'epoch': 30}))
     seed = tmp_path / 'TREC_cnn_seed1'
     seed.mkdir()
-    (seed / 'dknn.json').write_text(json.dumps(
+    (seed / 'dknn_test_faiss.json').write_text(json.dumps(
         {'softmax_accuracy': 0.5, 'dknn_accuracy': 0.5, 'backend': 'faiss', 'k': 5}))
     (seed / 'args.json').write_text(json.dumps({'epoch': 2}))
     rows = paper_results.table1_rows(str(tmp_path))
@@ -53,6 +55,8 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     assert trec_seed['run'] == 'TREC_cnn_seed1' and trec_seed['softmax'] == 50.0
     assert (trec['softmax'], trec['dknn'], trec['difference']) == (90.0, 88.8, -1.2)
     assert (trec['paper_softmax'], trec['paper_dknn']) == (92.8, 92.4)
+    assert (trec['dev_softmax'], trec['dev_dknn']) == (85.0, 86.0)
+    assert trec_seed['dev_dknn'] is None and trec_seed['backend'] == 'faiss'
     sst = [r for r in rows if r['model'] == 'BiLSTM' and r['dataset'] == 'SST'][0]
     assert sst['softmax'] is None
     table = paper_results.markdown_table(rows, ['model', 'dataset', 'softmax'])

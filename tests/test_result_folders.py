@@ -154,12 +154,12 @@ def test_force_with_bad_input_fails_before_touching_the_run(finished, data, tmp_
 
 def test_force_replaces_a_result_folder_atomically(finished, data, tmp_path, capsys):
     out = copy_run(finished, tmp_path)
-    (out / 'dknn.json').write_text('{"stale": true}')
+    (out / 'dknn_test_faiss.json').write_text('{"stale": true}')
     status, _ = cli(train_text_classifier.main, train_argv(out, data, '--force', '--seed', '3'),
                     capsys)
     assert status == 0
     assert json.loads((out / 'args.json').read_text())['seed'] == 3
-    assert not (out / 'dknn.json').exists()          # the old run went as a whole
+    assert not (out / 'dknn_test_faiss.json').exists()   # the old run went as a whole
     assert os.listdir(str(tmp_path)) == ['run']
 
 
@@ -292,4 +292,4 @@ def test_dknn_caching_waits_for_no_one_and_names_the_training_holder(finished, t
     assert_one_line_error(status, err, 'in use by pid', 'training')
     assert snapshot(out) == before                    # no cache written beside a training
     status, _ = cli(run_dknn.main, ['--model-setup', str(out), '--k', '3'], capsys)
-    assert status == 0 and (out / 'dknn.json').exists()
+    assert status == 0 and (out / 'dknn_test_faiss.json').exists()
