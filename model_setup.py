@@ -53,7 +53,8 @@ class Setup:
 
     @property
     def label_names(self):
-        return self.dataset.label_names
+        """Readable names of the label ids ('positive', not '1'), for reports."""
+        return self.dataset.readable_label_names
 
     def evaluation_examples(self, split='test', eval_file=None):
         """(name, token-level examples) to evaluate: a split of the training data, or
@@ -87,7 +88,8 @@ def load_data(config):
         train_file=config.get('train_file'), dev_file=config.get('dev_file'),
         test_file=config.get('test_file'), char_based=config['char_based'],
         seed=config['seed'], skip_bad_lines=config.get('skip_bad_lines', False),
-        snli_majority=config.get('snli_majority', False))
+        snli_majority=config.get('snli_majority', False),
+        allow_unseen_labels=config.get('allow_unseen_labels', False))
     splits = text_datasets.make_splits(
         dataset, seed=config['seed'], dev_fraction=config.get('dev_fraction', 0.1),
         n_calib=config['n_calib'], select_on_test=config.get('select_on_test', False))

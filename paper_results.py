@@ -435,7 +435,8 @@ def main(argv=None):
                              help='DkNN search backend')
         command.add_argument('--k', type=nlp_utils.positive_int, default=75)
         command.add_argument('--batchsize', type=nlp_utils.positive_int, default=256)
-        command.add_argument('--positive-label', default='1', help='SST positive label name')
+        command.add_argument('--positive-label', default='positive',
+                             help='name of the positive class (terribly)')
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))

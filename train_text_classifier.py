@@ -64,7 +64,10 @@ def parse_args(argv=None):
     parser.add_argument('--max-vocab', type=int, default=None)
     parser.add_argument('--select-on-test', action='store_true',
                         help='pick the best epoch on the test set, as the original code did')
-    parser.add_argument('--skip-bad-lines', action='store_true')
+    parser.add_argument('--skip-bad-lines', action='store_true',
+                        help='skip malformed lines (counted and reported) instead of stopping')
+    parser.add_argument('--allow-unseen-labels', action='store_true',
+                        help='custom data: accept dev/test labels that the training file lacks')
     parser.add_argument('--snli-majority', action='store_true',
                         help="keep SNLI pairs with gold label '-' using the annotator majority")
     existing = parser.add_mutually_exclusive_group()
@@ -195,6 +198,8 @@ def prepare(config, gpu, vocab=None):
                         (dataset.n_no_gold, "pairs without a gold label ('-')")):
         if count:
             print('skipped {} {}'.format(count, what))
+    for path, count in dataset.fallback_lines.items():
+        print('read {} line(s) of {} as Windows-1252: they are not UTF-8'.format(count, path))
     embeddings = None
     if vocab is None:
         vocab, embeddings = build_vocab_and_embeddings(config, splits.train)
