@@ -8,7 +8,9 @@ project: cached training activations, cached faiss indexes, `dknn_from_setup` an
 import contextlib
 import json
 import os
+import sys
 import time
+import zipfile
 
 import numpy as np
 import tqdm
@@ -207,13 +209,14 @@ def index_state_arrays(indexes):
             for i, state in enumerate(states) for field, value in state.items()}
 
 
-def index_states_from(npz):
-    """Per-index saved states from arrays named index_<layer>_<field> -> list of dicts."""
+def index_states_from(arrays):
+    """Per-index saved states from arrays named index_<layer>_<field> (a dict or an open
+    npz) -> list of dicts."""
     states = {}
-    for name in npz.files:
+    for name in arrays:
         if name.startswith('index_'):
             _, layer, field = name.split('_', 2)
-            states.setdefault(int(layer), {})[field] = npz[name]
+            states.setdefault(int(layer), {})[field] = arrays[name]
     return [states[layer] for layer in sorted(states)]
 
 
@@ -228,10 +231,29 @@ def checked_activations(activations, what):
 
 
 def activation_key(setup):
-    """Identifies the cached activations: the model file's digest and the split."""
+    """Identifies the cached activations: digests of the model file, the vocabulary and
+    the training split's examples (a data file changed with the same number of lines
+    changes the key too)."""
     model_path = os.path.join(setup.result_dir, setup.config['model_path'])
-    return '{}:{}:{}'.format(nlp_utils.file_digest(model_path), len(setup.splits.train),
-                             ','.join(map(str, setup.splits.calib_indices)))
+    return '{}:{}:{}'.format(nlp_utils.file_digest(model_path), nlp_utils.vocab_digest(setup.vocab),
+                             nlp_utils.examples_digest(setup.splits.train))
+
+
+def read_cache(path, key):
+    """The arrays of cache file `path` as a dict when its key is `key`, else None. A
+    corrupt cache is reported and ignored, so it is rebuilt rather than a dead end."""
+    if not os.path.exists(path):
+        return None
+    try:
+        nlp_utils.check_npz(path, 'cache', 'it is rebuilt')
+        with np.load(path, allow_pickle=False) as cache:
+            if str(cache['key']) != str(key):
+                return None
+            return {name: cache[name] for name in cache.files}
+    except (UserError, OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        print('warning: ignoring the unreadable cache {} ({}); rebuilding it'.format(
+            path, error), file=sys.stderr)
+        return None
 
 
 def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=True, key=None):
@@ -240,11 +262,10 @@ def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=Tru
     `key`: activation_key(setup) when the caller has it already."""
     cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
     key = np.array(key or activation_key(setup))
-    if use_cache and os.path.exists(cache_path):
-        with np.load(cache_path, allow_pickle=False) as cache:
-            if str(cache['key']) == str(key):
-                activations = [cache['layer_{}'.format(i)] for i in range(int(cache['n_layers']))]
-                return activations, cache[neighbor_labels].astype(np.int64)
+    cache = read_cache(cache_path, key) if use_cache else None
+    if cache is not None:
+        activations = [cache['layer_{}'.format(i)] for i in range(int(cache['n_layers']))]
+        return activations, cache[neighbor_labels].astype(np.int64)
     train = setup.train
     activations = checked_activations(setup.model.layer_activations(
         [x for x, _ in train], batchsize, progress='caching train activations'), 'training')
@@ -269,12 +290,8 @@ class IndexCache:
 
     def load(self):
         """Per-layer saved states, or None when there is no valid cache."""
-        if not os.path.exists(self.path):
-            return None
-        with np.load(self.path, allow_pickle=False) as cache:
-            if str(cache['key']) != self.key:
-                return None
-            return index_states_from(cache)
+        cache = read_cache(self.path, self.key)
+        return None if cache is None else index_states_from(cache)
 
     def save(self):
         arrays = index_state_arrays(self.dknn.indexes)

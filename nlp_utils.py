@@ -1,12 +1,16 @@
 """Vocabulary, word vectors, batching and safe file output shared by every script."""
 import collections
+import errno
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import os
+import sys
 import tempfile
 import zipfile
+import zlib
 
 import chainer
 import numpy as np
@@ -20,13 +24,34 @@ class UserError(Exception):
 
 
 def run_cli(main):
-    """Run `main()`, turning a UserError into one line on stderr and exit status 2."""
+    """Run `main()`, turning a UserError, or an OSError of the machine (a read-only
+    folder, a full disk, a path that is a folder), into one line on stderr and exit
+    status 2. The line starts on a line of its own, never glued to a progress bar."""
     import sys
+
+    import tqdm
     try:
         main()
-    except UserError as error:
-        sys.stderr.write('error: {}\n'.format(error))
+    except (UserError, OSError) as error:
+        for bar in list(getattr(tqdm.tqdm, '_instances', [])):
+            bar.close()
+        message = str(error) if isinstance(error, UserError) else _os_error_message(error)
+        sys.stderr.write('\nerror: {}\n'.format(message) if sys.stderr.isatty()
+                         else 'error: {}\n'.format(message))
         sys.exit(2)
+
+
+def _os_error_message(error):
+    """One line for an OSError, naming the path and what to do."""
+    path = error.filename or 'a file'
+    hints = {errno.EACCES: 'choose a folder you can write, or fix its permissions',
+             errno.EROFS: 'the file system is read-only; choose another folder',
+             errno.ENOSPC: 'the disk is full; free space or choose another folder',
+             errno.EISDIR: 'it is a folder; pass a file path',
+             errno.ENOTDIR: 'a part of the path is a file, not a folder; pass another path',
+             errno.ENOENT: 'it does not exist; check the path'}
+    return 'cannot use {} ({}); {}'.format(
+        path, error.strerror or error, hints.get(error.errno, 'check the path and the disk'))
 
 
 # ---------------------------------------------------------------- atomic output
@@ -105,12 +130,10 @@ def file_digest(path, algorithm='md5'):
 def load_npz_safely(path, target, what='model file'):
     """Load a Chainer npz (model or trainer snapshot) into `target` with pickle off:
     chainer.serializers.load_npz allows pickle, so a crafted file could run code."""
-    import zipfile
+    check_npz(path, what, 're-train')
     try:
         with np.load(path, allow_pickle=False) as npz:
             chainer.serializers.NpzDeserializer(npz).load(target)
-    except FileNotFoundError:
-        raise UserError('{} {} does not exist; train first'.format(what, path))
     except (OSError, zipfile.BadZipFile) as e:
         raise UserError('{} {} is not a readable npz file ({}); re-train'.format(what, path, e))
     except (KeyError, ValueError) as e:
@@ -121,27 +144,87 @@ def load_npz_safely(path, target, what='model file'):
                         '({}: {})'.format(what, path, type(e).__name__, e))
 
 
+def check_npz(path, what, fix):
+    """UserError unless `path` is a non-empty zip archive (what every .npz is), so that
+    numpy never guesses that other bytes are pickled data."""
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        raise UserError('{} {} does not exist; {}'.format(what, path, fix))
+    except IsADirectoryError:
+        raise UserError('{} {} is a folder, not an npz file; {}'.format(what, path, fix))
+    if not head:
+        raise UserError('{} {} is empty (0 bytes); {}'.format(what, path, fix))
+    if head != b'PK\x03\x04':
+        raise UserError('{} {} is not an npz file (it is not a zip archive); {}'.format(
+            what, path, fix))
+
+
 def positive_int(text):
     """argparse type: an integer >= 1, with a one-line usage error otherwise."""
-    import argparse
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError('must be an integer >= 1, got {!r}'.format(text))
+    return _bounded(text, int, 1, None, 'an integer >= 1')
+
+
+def non_negative_int(text):
+    """argparse type: an integer >= 0 (a seed, a count that may be zero)."""
+    return _bounded(text, int, 0, None, 'an integer >= 0')
+
+
+def fraction(text):
+    """argparse type: a number in [0, 1) (dropout, a held-out fraction)."""
+    value = _bounded(text, float, 0.0, None, 'a number in [0, 1)')
+    if value >= 1:
+        import argparse
+        raise argparse.ArgumentTypeError('must be a number in [0, 1), got {!r}'.format(text))
     return value
 
 
-def read_json(path, what='file'):
-    """Load JSON with a one-line error naming the file when it is missing or malformed."""
+def _bounded(text, kind, minimum, maximum, what):
+    import argparse
     try:
-        with open(path) as f:
-            return json.load(f)
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
+    if not np.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
+        raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
+    return value
+
+
+def read_json(path, what='file', expect=None):
+    """Load JSON with a one-line error naming the file when it is missing, malformed,
+    or (with `expect`, a type such as dict or list) of another kind."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            value = json.load(f)
     except FileNotFoundError:
         raise UserError('{} {} does not exist'.format(what, path))
-    except ValueError as e:
+    except IsADirectoryError:
+        raise UserError('{} {} is a folder, not a JSON file'.format(what, path))
+    except (ValueError, UnicodeDecodeError) as e:
         raise UserError('{} {} is not valid JSON ({}); re-create it'.format(what, path, e))
+    if expect is not None and not isinstance(value, expect):
+        raise UserError('{} {} holds a JSON {}, expected a JSON {}; re-create it'.format(
+            what, path, _json_kind(value), _json_kind(expect())))
+    return value
+
+
+def _json_kind(value):
+    return {dict: 'object', list: 'list', str: 'string'}.get(type(value), type(value).__name__)
+
+
+def vocab_digest(vocab):
+    """md5 of a vocabulary's (word, id) pairs, independent of the JSON formatting."""
+    return hashlib.md5(json.dumps(sorted(vocab.items())).encode('utf-8')).hexdigest()
+
+
+def examples_digest(*parts):
+    """md5 of lists of (tokens, label) examples: a data file changed since training, even
+    with the same number of lines, changes it."""
+    digest = hashlib.md5()
+    for part in parts:
+        digest.update(json.dumps(part).encode('utf-8'))
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- vocabulary
@@ -204,31 +287,83 @@ def _open_vectors(path):
 
 def read_vectors(path, words):
     """{file word: float32 vector} for the file's words that are in `words` or are the
-    lowercase form of one (uncased GloVe serves cased data). Returns (vectors, dim)."""
+    lowercase form of one (uncased GloVe serves cased data). Returns (vectors, dim).
+
+    The dimension is the one a word2vec header declares, else the most common one of the
+    first rows. Rows with fewer numbers, or with extra numeric fields, are skipped and
+    reported; extra non-numeric fields are a word with spaces (a few GloVe 840B words).
+    A NaN or infinite value in a wanted word's row is an error naming the line."""
     wanted = set(words) | {w.lower() for w in words}
-    vectors, dim = {}, None
-    with _open_vectors(path) as f:
-        for line_number, line in enumerate(f, 1):
-            parts = line.rstrip().split(' ')
-            if line_number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
-                continue  # word2vec text header "n_words dim"
-            if dim is None:
-                dim = len(parts) - 1
-            if len(parts) - 1 < dim or dim < 1:
-                raise UserError('{} line {}: expected a word and {} numbers, got {} fields; '
-                                'is this a GloVe/word2vec text file?'.format(
-                                    path, line_number, dim, len(parts)))
-            # A few GloVe 840B words contain spaces: the last `dim` fields are the vector.
-            word = ' '.join(parts[:-dim])
-            if word in wanted:
-                try:
-                    vectors[word] = np.asarray(parts[-dim:], dtype=np.float32)
-                except ValueError:
-                    raise UserError('{} line {}: a vector value is not a number'.format(
-                        path, line_number))
-    if dim is None:
-        raise UserError('word vectors file {} is empty'.format(path))
+    vectors, skipped = {}, []
+    try:
+        with _open_vectors(path) as f:
+            rows = _numbered_rows(f)
+            dim, rows = _vector_dimension(path, rows)
+            for line_number, parts in rows:
+                word = _vector_word(parts, dim)
+                if word is None:
+                    skipped.append(line_number)
+                elif word in wanted:
+                    vectors[word] = _vector_values(path, line_number, word, parts[-dim:])
+    except (EOFError, zlib.error, gzip.BadGzipFile, zipfile.BadZipFile) as error:
+        raise UserError('word vectors file {} is truncated or not a valid {} file ({}); '
+                        'download it again'.format(path, os.path.splitext(path)[1], error))
+    if skipped:
+        print('word vectors: skipped {} row(s) of {} without exactly {} numbers (first at '
+              'line {})'.format(len(skipped), path, dim, skipped[0]), file=sys.stderr)
     return vectors, dim
+
+
+def _numbered_rows(lines):
+    for line_number, line in enumerate(lines, 1):
+        parts = line.rstrip('\r\n').rstrip(' ').split(' ')
+        if parts != ['']:
+            yield line_number, parts
+
+
+def _vector_dimension(path, rows):
+    """(dim, the rows including the ones looked at): from a word2vec "count dim" header,
+    else the most common field count of the first 100 rows."""
+    head = list(itertools.islice(rows, 100))
+    if not head:
+        raise UserError('word vectors file {} is empty'.format(path))
+    first = head[0][1]
+    if len(first) == 2 and all(p.isdigit() for p in first):
+        return int(first[1]), itertools.chain(head[1:], rows)
+    dim = collections.Counter(len(parts) - 1 for _, parts in head).most_common(1)[0][0]
+    if dim < 1:
+        raise UserError('{} line 1: expected a word and numbers; is this a GloVe/word2vec '
+                        'text file?'.format(path))
+    return dim, itertools.chain(head, rows)
+
+
+def _vector_word(parts, dim):
+    """The word of a row of `dim` numbers, or None when the row does not fit."""
+    if len(parts) - 1 < dim:
+        return None
+    extra = parts[:-dim][1:]
+    if any(_is_number(p) for p in extra):
+        return None   # numbers before the vector: a row with too many values
+    return ' '.join(parts[:-dim])
+
+
+def _is_number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _vector_values(path, line_number, word, fields):
+    try:
+        vector = np.asarray(fields, dtype=np.float32)
+    except ValueError:
+        raise UserError('{} line {}: a vector value is not a number'.format(path, line_number))
+    if not np.all(np.isfinite(vector)):
+        raise UserError('{} line {}: the vector of {!r} has NaN or infinite values; fix or '
+                        'remove the row'.format(path, line_number, word))
+    return vector
 
 
 def vector_for(word, vectors):

@@ -31,37 +31,41 @@ SNAPSHOT = 'snapshot_latest.npz'
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument('--dataset', '-data', default='stsa.binary',
                         choices=sorted(text_datasets.DATASETS), help='dataset name')
     parser.add_argument('--model', '-model', default='cnn', choices=nets.MODELS)
     parser.add_argument('--word_vectors', '--word-vectors', default=None,
                         help='GloVe/word2vec text file (.txt, .gz or .zip)')
-    parser.add_argument('--embed-dim', type=int, default=300,
+    parser.add_argument('--embed-dim', type=nlp_utils.positive_int, default=300,
                         help='embedding size without --word_vectors (with them, their size)')
     parser.add_argument('--batchsize', '-b', type=nlp_utils.positive_int, default=64)
     parser.add_argument('--epoch', '-e', type=nlp_utils.positive_int, default=30)
     parser.add_argument('--unit', '-u', type=nlp_utils.positive_int, default=300,
                         help='size of filters (CNN: unit // 3 per width), LSTMs and FC layers')
     parser.add_argument('--layer', '-l', type=nlp_utils.positive_int, default=3, help='recurrent layers')
-    parser.add_argument('--dropout', '-d', type=float, default=0.4)
+    parser.add_argument('--dropout', '-d', type=nlp_utils.fraction, default=0.4,
+                        help='dropout rate, in [0, 1)')
     parser.add_argument('--gpu', '-g', type=int, default=-1, help='GPU id, negative for CPU')
     parser.add_argument('--out', '-o', default=None,
                         help='result folder (default results/<dataset>_<model>)')
     parser.add_argument('--char-based', action='store_true')
-    parser.add_argument('--seed', type=int, default=777)
+    parser.add_argument('--seed', type=nlp_utils.non_negative_int, default=777,
+                        help='seeds data splits, initialisation and batch order')
     parser.add_argument('--data-dir', default=None,
                         help='local data folder (default: $DKNN_DATA_DIR, else download)')
     parser.add_argument('--train-file', default=None)
     parser.add_argument('--dev-file', default=None)
     parser.add_argument('--test-file', default=None)
-    parser.add_argument('--n-calib', type=int, default=1000,
+    parser.add_argument('--n-calib', type=nlp_utils.non_negative_int, default=1000,
                         help='held-out training examples for DkNN calibration')
-    parser.add_argument('--dev-fraction', type=float, default=0.1,
+    parser.add_argument('--dev-fraction', type=nlp_utils.fraction, default=0.1,
                         help='part of train used as dev where there is no official dev split')
-    parser.add_argument('--min-freq', type=int, default=2,
+    parser.add_argument('--min-freq', type=nlp_utils.positive_int, default=2,
                         help='rarer words become <unk> unless they have a pretrained vector')
-    parser.add_argument('--max-vocab', type=int, default=None)
+    parser.add_argument('--max-vocab', type=nlp_utils.positive_int, default=None,
+                        help='largest vocabulary, <eos> and <unk> included')
     parser.add_argument('--select-on-test', action='store_true',
                         help='pick the best epoch on the test set, as the original code did')
     parser.add_argument('--skip-bad-lines', action='store_true',
@@ -120,7 +124,13 @@ def build_vocab_and_embeddings(config, train):
     return vocab, embeddings
 
 
+def split_digest(splits):
+    return nlp_utils.examples_digest(splits.train, splits.dev, splits.calib, splits.test)
+
+
 def write_setup(out, config, vocab, splits, dataset):
+    config.update(vocab_digest=nlp_utils.vocab_digest(vocab),
+                  data_digest=split_digest(splits))
     nlp_utils.atomic_write_json(os.path.join(out, 'vocab.json'), vocab)
     nlp_utils.atomic_write_json(os.path.join(out, 'calib.json'), {
         'calib_indices': list(map(int, splits.calib_indices)),
@@ -149,8 +159,20 @@ def make_trainer(config, model, train, dev, device, out):
     trainer.extend(extensions.PrintReport(
         ['epoch', 'main/loss', 'validation/main/loss', 'main/accuracy',
          'validation/main/accuracy', 'elapsed_time']))
+    trainer.extend(stop_on_non_finite_loss, trigger=(1, 'iteration'))
     trainer.extend(extensions.ProgressBar(update_interval=10))
     return trainer
+
+
+def stop_on_non_finite_loss(trainer):
+    """A NaN or infinite training loss would leave a broken model with made-up
+    accuracies: stop with an error instead."""
+    loss = trainer.observation.get('main/loss')
+    if loss is not None and not np.isfinite(float(getattr(loss, 'array', loss))):
+        raise UserError('the training loss became {} in epoch {}, iteration {}; check the '
+                        'word vectors and data, or lower --unit / raise --dropout'.format(
+                            float(loss.array), trainer.updater.epoch + 1,
+                            trainer.updater.iteration))
 
 
 def accuracy(model, examples, batchsize):
@@ -289,8 +311,12 @@ def remove_new_run(out, created):
 
 def resume(args, out):
     config = resumed_config(args, out)
-    vocab = nlp_utils.read_json(os.path.join(out, config['vocab_path']), 'vocabulary')
-    train(prepare(config, args.gpu, vocab), out, resume=True)
+    vocab = model_setup.read_vocab(out, config)
+    run = prepare(config, args.gpu, vocab)
+    if config.get('data_digest') not in (None, split_digest(run.splits)):
+        raise UserError('the data of {} changed since training started (the splits differ); '
+                        'restore the data or start over with --force'.format(out))
+    train(run, out, resume=True)
 
 
 def main(argv=None):

@@ -239,6 +239,17 @@ def test_model_file_not_matching_vocabulary(trained, tmp_path):
         vocab = json.load(f)
     vocab['brand-new-word'] = len(vocab)
     (copy / 'vocab.json').write_text(json.dumps(vocab))
+    with pytest.raises(UserError, match='is not the one this model was trained with'):
+        model_setup.load_setup(str(copy))
+    swapped = dict(zip(vocab, reversed(list(vocab.values()))))   # same size, other words
+    (copy / 'vocab.json').write_text(json.dumps(swapped))
+    with pytest.raises(UserError, match='is not the one this model was trained with'):
+        model_setup.load_setup(str(copy))
+    with open(str(copy / 'args.json')) as f:
+        config = json.load(f)
+    del config['vocab_digest']                       # a run from before the digest existed
+    (copy / 'args.json').write_text(json.dumps(config))
+    (copy / 'vocab.json').write_text(json.dumps(vocab))
     with pytest.raises(UserError, match='does not match the architecture/vocabulary'):
         model_setup.load_setup(str(copy))
 
@@ -313,7 +324,19 @@ def test_model_without_calibration_split(data_files, tmp_path):
 
 def test_args_json_that_is_not_an_object(tmp_path):
     (tmp_path / 'args.json').write_text('[1, 2]')
-    with pytest.raises(UserError, match='lacks fields'):
+    with pytest.raises(UserError, match='holds a JSON list, expected a JSON object'):
+        model_setup.read_config(str(tmp_path / 'args.json'))
+
+
+@pytest.mark.parametrize('field, value', [('unit', '300'), ('char_based', 1), ('layer', True),
+                                          ('dropout', None)])
+def test_args_json_with_wrong_value_types(trained, tmp_path, field, value):
+    out, _ = trained
+    with open(str(out / 'args.json')) as f:
+        config = json.load(f)
+    config[field] = value
+    (tmp_path / 'args.json').write_text(json.dumps(config))
+    with pytest.raises(UserError, match="field '{}' is .*, expected".format(field)):
         model_setup.read_config(str(tmp_path / 'args.json'))
 
 
