@@ -312,8 +312,14 @@ def terribly(args):
     """Section 5.1: average rank of the inserted 'terribly' (1 = most negative).
 
     Binary SST only: ranks are of the importance toward the positive class."""
-    setup, dknn = load_run(args, needs_temperature=True)
+    setup = model_setup.load_setup(os.path.join(args.results, args.run, 'args.json'))
+    if setup.config['n_class'] != 2 or setup.model.pair:
+        raise UserError("terribly applies to a binary sentiment model (the paper's SST); {} has "
+                        "{} classes{}: pass --run of an SST model".format(
+                            args.run, setup.config['n_class'],
+                            ' and sentence pairs' if setup.model.pair else ''))
     positive = label_id(setup, args.positive_label, '--positive-label')
+    setup, dknn = load_run(args, needs_temperature=True)
     paraphrases = terribly_paraphrases(setup.splits.dev, positive)
     if not paraphrases:
         raise UserError("no positive dev sentence contains 'great'")

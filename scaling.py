@@ -9,6 +9,7 @@ writes temperature.json and reliability_temperature.png next to args.json.
 """
 import argparse
 import os
+import warnings
 
 import numpy as np
 from scipy import optimize
@@ -20,6 +21,9 @@ TEMPERATURE_FILE = 'temperature.json'
 DIAGRAM_FILE = 'reliability_temperature.png'
 # Search range for log T: T in [e^-5, e^5] ~ [0.0067, 148] covers any sane model.
 LOG_T_BOUNDS = (-5.0, 5.0)
+# Searched when the first range's optimum lies at its edge (T in [4.5e-5, 22026]).
+WIDE_LOG_T_BOUNDS = (-10.0, 10.0)
+BOUND_TOLERANCE = 1e-3   # in log T
 
 
 # ---------------------------------------------------------------- validation
@@ -110,9 +114,17 @@ def fit_temperature(logits, labels):
     """
     logits = _check_logits(logits)
     labels = _check_labels(labels, *logits.shape)
-    result = optimize.minimize_scalar(
-        lambda log_t: _nll_checked(logits, labels, np.exp(log_t)),
-        bounds=LOG_T_BOUNDS, method='bounded', options={'xatol': 1e-7})
+    for low, high in (LOG_T_BOUNDS, WIDE_LOG_T_BOUNDS):
+        result = optimize.minimize_scalar(
+            lambda log_t: _nll_checked(logits, labels, np.exp(log_t)),
+            bounds=(low, high), method='bounded', options={'xatol': 1e-7})
+        if min(result.x - low, high - result.x) > BOUND_TOLERANCE:
+            return float(np.exp(result.x))
+    # NLL still falls at the edge: the logits are (nearly) uninformative or separable.
+    warnings.warn('the fitted temperature {:.4g} lies at the edge of the search range '
+                  '[{:.3g}, {:.3g}]: the calibration split is too easy or too hard for '
+                  'temperature scaling to mean much'.format(
+                      float(np.exp(result.x)), np.exp(low), np.exp(high)))
     return float(np.exp(result.x))
 
 

@@ -232,3 +232,23 @@ def test_cli_refuses_an_empty_calibration_split(tmp_path):
     assert process.returncode == 2
     assert '--n-calib' in process.stderr and len(process.stderr.strip().splitlines()) == 1
     assert not (result_dir / 'temperature.json').exists()
+
+
+def test_temperature_at_the_first_bound_widens_the_search():
+    # Separable logits whose NLL keeps falling as T shrinks: the optimum lies below
+    # e^-5; the wider range finds a point in its interior or warns at its edge.
+    logits = np.array([[0.0, 1e-3], [1e-3, 0.0]] * 10)
+    labels = np.array([1, 0] * 10)
+    with pytest.warns(UserWarning, match='lies at the edge of the search range'):
+        temperature = scaling.fit_temperature(logits, labels)
+    assert temperature < np.exp(-5.0)   # beyond the first range: it was widened
+
+
+def test_temperature_inside_the_range_gives_no_warning():
+    rng = np.random.RandomState(0)
+    logits = rng.normal(0, 3, (200, 3))
+    labels = np.where(rng.rand(200) < 0.7, logits.argmax(axis=1), rng.randint(0, 3, 200))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert np.exp(-5) < scaling.fit_temperature(logits, labels) < np.exp(5)
