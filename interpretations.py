@@ -41,7 +41,6 @@ Outputs: `render_html` (a self-contained page, every text HTML-escaped) and
 brackets, as in the paper. Maps are normalised per sign (`normalize`) so that they
 are comparable across methods.
 """
-import argparse
 import collections.abc
 import dataclasses
 import html
@@ -635,7 +634,7 @@ def render_png(views, path):
 
 # ---------------------------------------------------------------- CLI
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True, help='results/<dataset>_<model>/args.json')
     parser.add_argument('--methods', default=','.join(DEFAULT_METHODS),
                         help='comma-separated, from {}'.format(', '.join(ALL_METHODS)))

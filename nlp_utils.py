@@ -1,4 +1,5 @@
 """Vocabulary, word vectors, batching and safe file output shared by every script."""
+import argparse
 import collections
 import errno
 import gzip
@@ -161,6 +162,19 @@ def check_npz(path, what, fix):
             what, path, fix))
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse for every CLI here: --help shows each flag's default, and a bad flag is
+    one line on stderr (exit status 2) naming the flag, like every other user error."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault('formatter_class', argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(**kwargs)
+
+    def error(self, message):
+        sys.stderr.write('error: {} (see {} --help)\n'.format(message, self.prog))
+        sys.exit(2)
+
+
 def positive_int(text):
     """argparse type: an integer >= 1, with a one-line usage error otherwise."""
     return _bounded(text, int, 1, None, 'an integer >= 1')
@@ -171,17 +185,23 @@ def non_negative_int(text):
     return _bounded(text, int, 0, None, 'an integer >= 0')
 
 
+def positive_number(text):
+    """argparse type: a finite number > 0 (a time budget, a temperature)."""
+    value = _bounded(text, float, 0.0, None, 'a number > 0')
+    if value == 0:
+        raise argparse.ArgumentTypeError('must be a number > 0, got {!r}'.format(text))
+    return value
+
+
 def fraction(text):
     """argparse type: a number in [0, 1) (dropout, a held-out fraction)."""
     value = _bounded(text, float, 0.0, None, 'a number in [0, 1)')
     if value >= 1:
-        import argparse
         raise argparse.ArgumentTypeError('must be a number in [0, 1), got {!r}'.format(text))
     return value
 
 
 def _bounded(text, kind, minimum, maximum, what):
-    import argparse
     try:
         value = kind(text)
     except ValueError:

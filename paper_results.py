@@ -9,7 +9,6 @@
 Each output names the command that produced it; the runs themselves come from
 scripts/train_and_dknn.sh (see the README).
 """
-import argparse
 import csv
 import io
 import os
@@ -417,7 +416,7 @@ DEFAULT_OUT = 'results'
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
     parser.add_argument('--out', default=None,
                         help='where tables and figures go (default: results/, where existing '

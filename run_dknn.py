@@ -9,7 +9,6 @@ split), indexes them, calibrates on the calibration split, and reports accuracy 
 the softmax and with DkNN, plus credibility and confidence, on the chosen split or file;
 writes dknn_<split>_<backend>.json and dknn_predictions_<split>_<backend>.npz.
 """
-import argparse
 import os
 import sys
 
@@ -22,8 +21,7 @@ from nlp_utils import UserError
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument('--model-setup', help='results/<dataset>_<model>/args.json')
     source.add_argument('--activations', metavar='DIR',

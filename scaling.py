@@ -7,14 +7,13 @@ the accuracy) unchanged and only changes how confident the softmax is.
 CLI: python scaling.py --model-setup results/<dataset>_<model>/args.json
 writes temperature.json and reliability_temperature.png next to args.json.
 """
-import argparse
 import os
 import warnings
 
 import numpy as np
 from scipy import optimize
 
-from nlp_utils import UserError, atomic_write_json, positive_int, read_json, run_cli
+from nlp_utils import ArgumentParser, UserError, atomic_write_json, positive_int, read_json, run_cli
 
 N_BINS = 15
 TEMPERATURE_FILE = 'temperature.json'
@@ -215,7 +214,7 @@ def write_calibration(result_dir, logits, labels):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True,
                         help='args.json written by train_text_classifier.py')
     parser.add_argument('--batchsize', type=positive_int, default=64)

@@ -6,7 +6,6 @@
 Writes results/<dataset>_<model>/: best_model.npz (best dev accuracy), vocab.json,
 args.json, calib.json, log (per-epoch JSON), train.log and train_result.json.
 """
-import argparse
 import json
 import os
 import dataclasses
@@ -31,8 +30,7 @@ SNAPSHOT = 'snapshot_latest.npz'
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--dataset', '-data', default='stsa.binary',
                         choices=sorted(text_datasets.DATASETS), help='dataset name')
     parser.add_argument('--model', '-model', default='cnn', choices=nets.MODELS)

@@ -8,7 +8,6 @@
     batch and one batched query per layer, with exact faiss (--backend) or KD-tree.
 Prints sentences/second, the speed-up, and the largest difference in importance.
 """
-import argparse
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ import tqdm
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 import interpretations  # noqa: E402
 import model_setup  # noqa: E402
+import knn_index  # noqa: E402
 import nlp_utils  # noqa: E402
 import dknn as dknn_lib  # noqa: E402
 
@@ -38,12 +38,14 @@ def conformity_one_by_one(setup, dknn, tokens):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True)
-    parser.add_argument('--limit', type=int, default=200, help='first N test sentences')
-    parser.add_argument('--k', type=int, default=75)
-    parser.add_argument('--backend', default='faiss', help='search backend of (b)')
-    parser.add_argument('--out', default='results/bench_interpretations.md')
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    parser.add_argument('--limit', type=nlp_utils.positive_int, default=200,
+                        help='first N test sentences')
+    parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
+    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                        help='search backend of (b)')
+    parser.add_argument('--out', default='results/bench_interpretations.md', help='Markdown table')
     args = parser.parse_args()
     setup = model_setup.load_setup(args.model_setup)
     if setup.model.pair:

