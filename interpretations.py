@@ -650,8 +650,8 @@ def parse_args(argv=None):
                         help='DkNN nearest-neighbour backend')
     parser.add_argument('--batchsize', type=int, default=DEFAULT_BATCHSIZE,
                         help='rows (leave-one-out variants) per model batch and DkNN query')
-    parser.add_argument('--gpu', type=int, default=-1)
-    parser.add_argument('--data-dir', default=None)
+    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
+    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
     return parser.parse_args(argv)
 
 

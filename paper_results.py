@@ -438,8 +438,10 @@ def main(argv=None):
                              else 'stsa.binary_bilstm', help='result folder name')
         command.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
                              help='DkNN search backend')
-        command.add_argument('--k', type=nlp_utils.positive_int, default=75)
-        command.add_argument('--batchsize', type=nlp_utils.positive_int, default=256)
+        command.add_argument('--k', type=nlp_utils.positive_int, default=75,
+                             help='DkNN neighbours per layer')
+        command.add_argument('--batchsize', type=nlp_utils.positive_int, default=256,
+                             help='leave-one-out rows per model batch')
         command.add_argument('--positive-label', default='positive',
                              help='name of the positive class (terribly)')
     args = parser.parse_args(argv)

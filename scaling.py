@@ -217,8 +217,8 @@ def main(argv=None):
     parser = ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True,
                         help='args.json written by train_text_classifier.py')
-    parser.add_argument('--batchsize', type=positive_int, default=64)
-    parser.add_argument('--gpu', type=int, default=-1)
+    parser.add_argument('--batchsize', type=positive_int, default=64, help='inputs per batch')
+    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
     args = parser.parse_args(argv)
 
     # Imported here because it pulls in Chainer, which the functions above do not need.

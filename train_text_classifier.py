@@ -33,13 +33,16 @@ def parse_args(argv=None):
     parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--dataset', '-data', default='stsa.binary',
                         choices=sorted(text_datasets.DATASETS), help='dataset name')
-    parser.add_argument('--model', '-model', default='cnn', choices=nets.MODELS)
+    parser.add_argument('--model', '-model', default='cnn', choices=nets.MODELS,
+                        help='encoder: cnn (Kim 2014), bilstm, rnn or bow')
     parser.add_argument('--word_vectors', '--word-vectors', default=None,
                         help='GloVe/word2vec text file (.txt, .gz or .zip)')
     parser.add_argument('--embed-dim', type=nlp_utils.positive_int, default=300,
                         help='embedding size without --word_vectors (with them, their size)')
-    parser.add_argument('--batchsize', '-b', type=nlp_utils.positive_int, default=64)
-    parser.add_argument('--epoch', '-e', type=nlp_utils.positive_int, default=30)
+    parser.add_argument('--batchsize', '-b', type=nlp_utils.positive_int, default=64,
+                        help='examples per training batch')
+    parser.add_argument('--epoch', '-e', type=nlp_utils.positive_int, default=30,
+                        help='epochs; the model with the best dev accuracy is kept')
     parser.add_argument('--unit', '-u', type=nlp_utils.positive_int, default=300,
                         help='size of filters (CNN: unit // 3 per width), LSTMs and FC layers')
     parser.add_argument('--layer', '-l', type=nlp_utils.positive_int, default=3, help='recurrent layers')
@@ -48,14 +51,17 @@ def parse_args(argv=None):
     parser.add_argument('--gpu', '-g', type=int, default=-1, help='GPU id, negative for CPU')
     parser.add_argument('--out', '-o', default=None,
                         help='result folder (default results/<dataset>_<model>)')
-    parser.add_argument('--char-based', action='store_true')
+    parser.add_argument('--char-based', action='store_true', help='characters as tokens')
     parser.add_argument('--seed', type=nlp_utils.non_negative_int, default=777,
                         help='seeds data splits, initialisation and batch order')
     parser.add_argument('--data-dir', default=None,
                         help='local data folder (default: $DKNN_DATA_DIR, else download)')
-    parser.add_argument('--train-file', default=None)
-    parser.add_argument('--dev-file', default=None)
-    parser.add_argument('--test-file', default=None)
+    parser.add_argument('--train-file', default=None,
+                        help='training data in place of the dataset\'s (custom: required)')
+    parser.add_argument('--dev-file', default=None,
+                        help='dev data (default: the official dev split, else a seeded part of train)')
+    parser.add_argument('--test-file', default=None,
+                        help='test data in place of the dataset\'s (custom: required)')
     parser.add_argument('--n-calib', type=nlp_utils.non_negative_int, default=1000,
                         help='held-out training examples for DkNN calibration')
     parser.add_argument('--dev-fraction', type=nlp_utils.fraction, default=0.1,
