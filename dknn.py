@@ -316,6 +316,12 @@ def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_l
                     index_options=None, batchsize=64, use_cache=True, timer=None):
     """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)."""
     timer = timer or PhaseTimer()
+    # Checked before the slow caching: both would only fail after it.
+    if not setup.splits.calib:
+        raise UserError('the calibration split is empty; re-train with --n-calib > 0')
+    if k > len(setup.splits.train):
+        raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
+                        .format(k, len(setup.splits.train)))
     with timer('cache'):
         key = activation_key(setup)
         activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache, key)
@@ -409,6 +415,10 @@ def read_activations(path):
     """One split of activations another framework computed: an npz with arrays
     layer_0 ... layer_{L-1} (N, D_l), labels (N,) integers in [0, C), and optionally
     logits (N, C). Returns (list of layers, labels, logits or None)."""
+    if not os.path.exists(path):
+        raise UserError('{} does not exist; --activations DIR needs {} (see the README)'.format(
+            path, ', '.join(s + '.npz' for s in ACTIVATION_SPLITS)))
+    nlp_utils.check_npz(path, 'activations file', 'write it with numpy.savez')
     try:
         with np.load(path, allow_pickle=False) as saved:
             files = set(saved.files)
@@ -418,10 +428,7 @@ def read_activations(path):
             layers = [saved['layer_{}'.format(i)] for i in range(n_layers)]
             labels = saved['labels'] if 'labels' in files else None
             logits = saved['logits'] if 'logits' in files else None
-    except FileNotFoundError:
-        raise UserError('{} does not exist; --activations DIR needs {} (see the README)'.format(
-            path, ', '.join(s + '.npz' for s in ACTIVATION_SPLITS)))
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
         raise UserError('{} is not a readable npz without pickle ({})'.format(path, error))
     if not layers or labels is None:
         raise UserError('{} needs arrays layer_0, layer_1, ... and labels; it has {}'.format(

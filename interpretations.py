@@ -665,6 +665,8 @@ def check_args(args):
 def main(argv=None):
     args = parse_args(argv)
     check_args(args)
+    nlp_utils.check_output_path(args.output, '--output')
+    nlp_utils.check_output_path(args.png, '--png')
     methods = parse_methods(args.methods)
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     if 'calibrated' in methods:

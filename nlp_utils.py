@@ -44,7 +44,7 @@ def run_cli(main):
 
 def _os_error_message(error):
     """One line for an OSError, naming the path and what to do."""
-    path = error.filename or 'a file'
+    path = error.filename2 or error.filename or 'a file'   # os.replace: the target
     hints = {errno.EACCES: 'choose a folder you can write, or fix its permissions',
              errno.EROFS: 'the file system is read-only; choose another folder',
              errno.ENOSPC: 'the disk is full; free space or choose another folder',
@@ -209,6 +209,27 @@ def _bounded(text, kind, minimum, maximum, what):
     if not np.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
         raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
     return value
+
+
+def check_output_path(path, flag):
+    """UserError, before any work, when output file `path` (from `flag`) is a folder or
+    lies below a file."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise UserError('{} {} is a folder; pass a file path'.format(flag, path))
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise UserError('{} {}: {} is a file, not a folder; pass another path'.format(
+            flag, path, parent))
+
+
+def check_output_folder(path, flag):
+    """UserError, before any work, when output folder `path` (from `flag`) is a file."""
+    if path is not None and os.path.exists(path) and not os.path.isdir(path):
+        raise UserError('{} {} is a file; pass a folder'.format(flag, path))
 
 
 def read_json(path, what='file', expect=None):

@@ -68,10 +68,11 @@ def read_runs(folder):
                      for split in ('test', 'dev'))
         if not os.path.exists(test):
             continue
-        report = nlp_utils.read_json(test, 'DkNN report')
-        report['epoch'] = nlp_utils.read_json(os.path.join(folder, 'args.json'))['epoch']
+        report = nlp_utils.read_json(test, 'DkNN report', dict)
+        report['epoch'] = nlp_utils.read_json(os.path.join(folder, 'args.json'), 'model setup',
+                                              dict).get('epoch')
         if os.path.exists(dev):
-            dev_report = nlp_utils.read_json(dev, 'DkNN report')
+            dev_report = nlp_utils.read_json(dev, 'DkNN report', dict)
             report.update(dev_softmax_accuracy=dev_report['softmax_accuracy'],
                           dev_dknn_accuracy=dev_report['dknn_accuracy'])
         reports.append(report)
@@ -153,9 +154,13 @@ def table1(args):
 
 def training_row(folder):
     """Accuracy, speed and memory of one training run, from its result folder."""
-    config = nlp_utils.read_json(os.path.join(folder, 'args.json'))
-    result = nlp_utils.read_json(os.path.join(folder, 'train_result.json'))
-    log = nlp_utils.read_json(os.path.join(folder, 'log'))
+    config = model_setup.read_config(os.path.join(folder, 'args.json'))
+    result = nlp_utils.read_json(os.path.join(folder, 'train_result.json'), 'training result',
+                                 dict)
+    log = nlp_utils.read_json(os.path.join(folder, 'log'), 'training log', list)
+    if not log or not isinstance(log[-1], dict) or 'elapsed_time' not in log[-1]:
+        raise UserError('training log {} has no finished epoch; re-train that run or remove '
+                        'it from {}'.format(os.path.join(folder, 'log'), os.path.dirname(folder)))
     timing = {}
     if os.path.exists(os.path.join(folder, 'time.txt')):
         with open(os.path.join(folder, 'time.txt')) as f:
@@ -447,6 +452,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
+    nlp_utils.check_output_folder(args.out, '--out')
     check_overwrite(args)
     args.out = args.out or DEFAULT_OUT
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability}

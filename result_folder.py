@@ -30,7 +30,11 @@ def _sibling(folder, kind):
     """Hidden sibling path `.NAME.<kind>` of `folder` (the parent is created if needed)."""
     folder = os.path.abspath(folder)
     parent, name = os.path.split(folder.rstrip(os.sep)) if folder != os.sep else ('/', 'root')
-    os.makedirs(parent, exist_ok=True)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UserError('cannot create the lock file beside {}: {} is not a folder; pass '
+                        'another --out'.format(folder, parent))
     return os.path.join(parent, '.{}.{}'.format(name, kind))
 
 

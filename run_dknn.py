@@ -145,6 +145,7 @@ def evaluate_activations(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    nlp_utils.check_output_folder(args.out, '--out')
     report, path = (evaluate_activations if args.activations else evaluate_model)(args)
     softmax = report['softmax_accuracy']
     print('softmax accuracy {}  dknn accuracy {:.4f}  ({} {} examples, {}, k={}); wrote {}'

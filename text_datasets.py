@@ -649,6 +649,9 @@ def _given_paths(name, train_file, dev_file, test_file):
     for role, path in given.items():
         if path is not None and not os.path.exists(path):
             raise UserError('{}: --{}-file {} does not exist'.format(name, role, path))
+        if path is not None and not os.path.isfile(path):
+            raise UserError('{}: --{}-file {} is not a file; pass the data file itself'.format(
+                name, role, path))
     return given
 
 

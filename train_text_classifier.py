@@ -250,7 +250,7 @@ def train(run, folder, resume=False):
     trainer = make_trainer(config, model, train_ids, dev, run.device, folder)
     if resume:
         nlp_utils.load_npz_safely(os.path.join(folder, SNAPSHOT), trainer, 'snapshot')
-    trainer.run()
+    trainer.run(show_loop_exception_msg=False)   # errors are one line (run_cli)
     report(config, folder, model, dev, test)
 
 

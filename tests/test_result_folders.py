@@ -3,30 +3,20 @@
 Every case runs a CLI as a user would (nlp_utils.run_cli: exit status 2 and one line on
 stderr for a user error) and checks that what existed before is byte-identical after.
 """
-import hashlib
 import json
 import os
 import subprocess
 
-import numpy as np
 import pytest
 
+import cli_helpers
 import nlp_utils
 import paper_results
 import result_folder
 import train_text_classifier
+from cli_helpers import assert_one_line_error, cli, lines, snapshot, train_argv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def lines(n, seed):
-    rng = np.random.RandomState(seed)
-    rows = []
-    for _ in range(n):
-        label = rng.randint(2)
-        rows.append('{} the film was {}'.format(['neg', 'pos'][label],
-                                                ['bad', 'good'][label]))
-    return '\n'.join(rows) + '\n'
 
 
 @pytest.fixture(scope='module')
@@ -35,41 +25,6 @@ def data(tmp_path_factory):
     (folder / 'train.txt').write_text(lines(80, 0))
     (folder / 'test.txt').write_text(lines(20, 1))
     return str(folder / 'train.txt'), str(folder / 'test.txt')
-
-
-def train_argv(out, data, *extra):
-    return ['--dataset', 'custom', '--train-file', data[0], '--test-file', data[1],
-            '--model', 'bow', '--unit', '8', '--embed-dim', '8', '--epoch', '1',
-            '--batchsize', '16', '--n-calib', '10', '--min-freq', '1',
-            '--out', str(out)] + list(extra)
-
-
-def cli(main, argv, capsys):
-    """Run `main(argv)` the way the scripts do: (exit status, stderr lines)."""
-    capsys.readouterr()
-    try:
-        nlp_utils.run_cli(lambda: main(argv))
-        status = 0
-    except SystemExit as stop:
-        status = stop.code
-    return status, capsys.readouterr().err.strip().splitlines()
-
-
-def snapshot(folder):
-    """{relative path: md5} of every file under `folder` (hidden ones too)."""
-    digests = {}
-    for parent, _, files in os.walk(str(folder)):
-        for name in files:
-            path = os.path.join(parent, name)
-            with open(path, 'rb') as f:
-                digests[os.path.relpath(path, str(folder))] = hashlib.md5(f.read()).hexdigest()
-    return digests
-
-
-def assert_one_line_error(status, err, *fragments):
-    assert status == 2 and len(err) == 1 and err[0].startswith('error: '), err
-    for fragment in fragments:
-        assert fragment in err[0]
 
 
 @pytest.fixture(scope='module')
@@ -81,10 +36,8 @@ def finished(tmp_path_factory, data):
 
 
 def copy_run(finished, tmp_path, name='run'):
-    import shutil
-    target = tmp_path / name
-    shutil.copytree(str(finished), str(target))
-    return target
+    import pathlib
+    return pathlib.Path(cli_helpers.copy_run(finished, tmp_path, name))
 
 
 # ---------------------------------------------------------------- --force
@@ -134,7 +87,7 @@ def test_force_keeps_the_old_run_when_the_new_one_fails(finished, data, tmp_path
     out = copy_run(finished, tmp_path)
     before = snapshot(out)
 
-    def crash(self):
+    def crash(self, **options):
         raise nlp_utils.UserError('simulated failure in epoch 1')
     monkeypatch.setattr(train_text_classifier.training.Trainer, 'run', crash)
     status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
@@ -203,7 +156,7 @@ def test_train_and_dknn_script_never_forces_a_resume(tmp_path):
 
 # ---------------------------------------------------------------- interrupted runs
 def test_failure_before_the_first_snapshot_leaves_nothing(data, tmp_path, capsys, monkeypatch):
-    def crash(self):
+    def crash(self, **options):
         raise nlp_utils.UserError('simulated failure')
     monkeypatch.setattr(train_text_classifier.training.Trainer, 'run', crash)
     status, _ = cli(train_text_classifier.main, train_argv(tmp_path / 'new', data), capsys)
