@@ -38,8 +38,10 @@ method over the same chunks, so the model and the DkNN see each row only once.
 
 Outputs: `render_html` (a self-contained page, every text HTML-escaped) and
 `render_png` (the same maps with matplotlib). Unknown words are shown in angle
-brackets, as in the paper. Maps are normalised per sign (`normalize`) so that they
-are comparable across methods.
+brackets, as in the paper. Maps are normalised (`normalize`) so that they are
+comparable across methods: by default each importance is divided by the sentence's
+total absolute importance, as section 5.1 states; `--normalization per-sign` and
+`half-scale` (the authors' code) are the alternatives.
 """
 import collections.abc
 import dataclasses
@@ -384,24 +386,46 @@ def nearest_training_examples(model, dknn, train_examples, examples, n, vocab,
 
 
 # ---------------------------------------------------------------- scores
-def normalize(scores):
-    """Positive importances / their sum, negative ones / the sum of their magnitudes
-    (section 5.1), so maps of different methods are comparable. (n,) -> (n,) float64;
-    zeros and NaN stay as they are."""
+# How a map's importances are scaled so that maps of different methods compare.
+NORMALIZATIONS = {
+    'total': "each word's importance / the sentence's total absolute importance "
+             "(the paper's section 5.1 wording)",
+    'per-sign': 'positive importances / their sum, negative ones / the sum of their '
+                'magnitudes',
+    'half-scale': "per-sign / 2, the authors' code (a colour scale centred at 0.5)",
+}
+DEFAULT_NORMALIZATION = 'total'
+
+
+def normalize(scores, normalization=DEFAULT_NORMALIZATION):
+    """Scale one map's importances (n,) -> (n,) float64, signs kept (NORMALIZATIONS):
+
+    'total'       s_i / sum_j |s_j|, so the magnitudes sum to 1;
+    'per-sign'    s_i / sum of the importances with the sign of s_i, so each sign's
+                  magnitudes sum to 1;
+    'half-scale'  per-sign / 2, in [-0.5, 0.5].
+    NaN stays NaN and is left out of the sums; an all-zero map stays zero.
+    """
+    if normalization not in NORMALIZATIONS:
+        raise ValueError('unknown normalization {!r}; choose from {}'.format(
+            normalization, ', '.join(NORMALIZATIONS)))
     scores = np.asarray(scores, dtype=np.float64)
     normalized = scores.copy()
+    if normalization == 'total':
+        total = np.abs(scores[~np.isnan(scores)]).sum()
+        return normalized / total if total > 0 else normalized
     positive, negative = scores > 0, scores < 0   # NaN is neither
     if positive.any():
         normalized[positive] /= scores[positive].sum()
     if negative.any():
         normalized[negative] /= -scores[negative].sum()
-    return normalized
+    return normalized / 2 if normalization == 'half-scale' else normalized
 
 
-def highlighted(scores, threshold=HIGHLIGHT_THRESHOLD):
+def highlighted(scores, threshold=HIGHLIGHT_THRESHOLD, normalization=DEFAULT_NORMALIZATION):
     """Boolean (n,): |normalised importance| > threshold (NaN is never highlighted)."""
     with np.errstate(invalid='ignore'):
-        return np.abs(normalize(scores)) > threshold
+        return np.abs(normalize(scores, normalization)) > threshold
 
 
 def importance_ranks(scores, most_positive_first=False):
@@ -431,6 +455,7 @@ class MethodMap:
     importance: np.ndarray      # (n_words,) normalised importance
     prediction: str             # label name
     score: float                # f(prediction | x)
+    normalization: str = DEFAULT_NORMALIZATION   # how `importance` was normalised
 
 
 @dataclasses.dataclass
@@ -453,17 +478,20 @@ def example_text(tokens, vocab):
     return ' '.join(display_tokens(tokens, vocab))
 
 
-def build_views(results, vocab, label_names, neighbors=None):
+def build_views(results, vocab, label_names, neighbors=None,
+                normalization=DEFAULT_NORMALIZATION):
     """{method: [Interpretation]} (as from interpret_all) -> [ExampleView].
-    neighbors: per example a list of training (tokens, label), or None."""
+    neighbors: per example a list of training (tokens, label), or None;
+    normalization: a key of NORMALIZATIONS."""
     methods = list(results)
     n_examples = len(results[methods[0]])
     views = []
     for i in range(n_examples):
         first = results[methods[0]][i]
         maps = [MethodMap(m, display_tokens(results[m][i].tokens, vocab),
-                          normalize(results[m][i].scores), label_names[results[m][i].prediction],
-                          results[m][i].score) for m in methods]
+                          normalize(results[m][i].scores, normalization),
+                          label_names[results[m][i].prediction], results[m][i].score,
+                          normalization) for m in methods]
         analogies = [(example_text(tokens, vocab), label_names[label])
                      for tokens, label in (neighbors[i] if neighbors else [])]
         views.append(ExampleView(
@@ -549,15 +577,27 @@ def _html_example(number, view):
     return '\n'.join(parts)
 
 
+def normalizations_used(views):
+    return sorted({m.normalization for view in views for m in view.maps})
+
+
+def normalization_note(views):
+    """One line naming (and explaining) how the maps of `views` were normalised."""
+    return 'Normalisation: ' + '; '.join('{} ({})'.format(n, NORMALIZATIONS[n])
+                                         for n in normalizations_used(views))
+
+
 def html_page(views, title):
     """The self-contained HTML text: one table row per (example, method)."""
     body = '\n'.join(_html_example(i + 1, view) for i, view in enumerate(views))
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
             '<style>{style}</style></head>\n<body><h1>{title}</h1>\n{legend}\n'
+            '<p>{normalization}.</p>\n'
             '<p>Prediction columns: the label predicted by each method\'s classifier, with '
             'its score on the full input.</p>\n{body}\n</body></html>\n').format(
                 title=html.escape(title), style=HTML_STYLE,
-                legend=_html_legend({view.pair for view in views} or {False}), body=body)
+                legend=_html_legend({view.pair for view in views} or {False}),
+                normalization=html.escape(normalization_note(views)), body=body)
 
 
 def render_html(views, path, title='Interpretations'):
@@ -577,7 +617,9 @@ def _png_items(views, measure):
 
     measure: str -> width in inches. Returns ([(x, y, text, facecolour or None,
     bold)], total height)."""
-    items, y = [], PNG_LINE_HEIGHT
+    items = [(0.0, PNG_LINE_HEIGHT, 'Normalisation: ' + ', '.join(normalizations_used(views)),
+              None, False)]
+    y = 2 * PNG_LINE_HEIGHT
     space = measure(' ')
 
     def words_line(words, colours, y):
@@ -643,6 +685,10 @@ def parse_args(argv=None):
     parser.add_argument('--output', default=None,
                         help='HTML file (default <result dir>/interpretations_<split>.html)')
     parser.add_argument('--png', default=None, help='also write the maps as this PNG')
+    parser.add_argument('--normalization', choices=sorted(NORMALIZATIONS),
+                        default=DEFAULT_NORMALIZATION,
+                        help="how maps are scaled: 'total' (the paper's wording, default), "
+                             "'per-sign' or 'half-scale' (the authors' code)")
     parser.add_argument('--neighbors', type=int, default=0,
                         help='show the N nearest training examples (final DkNN layer)')
     parser.add_argument('--k', type=int, default=75, help='DkNN neighbours per layer')
@@ -683,7 +729,8 @@ def main(argv=None):
     if args.neighbors:
         neighbors = nearest_training_examples(setup.model, dknn, setup.splits.train, examples,
                                               args.neighbors, setup.vocab, args.batchsize)
-    views = build_views(results, setup.vocab, setup.label_names, neighbors)
+    views = build_views(results, setup.vocab, setup.label_names, neighbors,
+                        args.normalization)
     output = args.output or os.path.join(setup.result_dir,
                                          'interpretations_{}.html'.format(args.split))
     title = '{} {}: {} examples'.format(setup.config['dataset'], setup.config['model'],

@@ -95,11 +95,17 @@ class _TimeMajorLayout:
 
     def to_time_major(self, xs):
         """list of (len_i, D) -> (sum len_i, D): step 0's rows, then step 1's, ..."""
-        return F.permutate(F.concat(xs, axis=0), self.rows.astype(np.int32))
+        concatenated = F.concat(xs, axis=0)
+        return F.permutate(concatenated, _on_device_of(concatenated, self.rows))
 
     def to_input_order(self, states):
         """(B, N) rows in sorted order -> rows in the order of the input list."""
-        return F.permutate(states, self.order.astype(np.int32), inv=True)
+        return F.permutate(states, _on_device_of(states, self.order), inv=True)
+
+
+def _on_device_of(variable, indices):
+    """int32 `indices` as an array of the variable's device (numpy or cupy)."""
+    return chainer.backend.get_array_module(variable).asarray(indices, dtype=np.int32)
 
 
 def _stacked_cell_weights(ws, bs):

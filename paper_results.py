@@ -3,7 +3,9 @@
     python paper_results.py table1        # results/table1.md and .csv
     python paper_results.py training      # results/training.md and .csv
     python paper_results.py reliability --run stsa.binary_cnn   # results/reliability_*.png
-    python paper_results.py table2|highlights|terribly --run stsa.binary_bilstm
+    python paper_results.py table2|highlights|terribly --run stsa.binary_bilstm \
+        [--normalization total|per-sign|half-scale]
+    python paper_results.py normalizations --run stsa.binary_cnn   # all three, one table
     python paper_results.py snli-artifacts --run snli_bilstm
 
 Each output names the command that produced it; the runs themselves come from
@@ -224,15 +226,28 @@ def reliability(args):
 
 
 # ---------------------------------------------------------------- interpretation analyses
-def load_run(args, needs_temperature=False):
+def load_run(args, needs_temperature=False, check=None):
     """(setup, dknn) of results/<run> with the DkNN the analyses share; a missing
-    temperature.json is reported before the slow DkNN build."""
+    temperature.json, or a model that `check(setup, args)` refuses, is reported before
+    the slow DkNN build."""
     setup = model_setup.load_setup(os.path.join(args.results, args.run, 'args.json'))
+    if check is not None:
+        check(setup, args)
     if needs_temperature:
         scaling.load_temperature(setup.result_dir)
     with result_folder.lock(setup.result_dir, 'paper_results.py'):   # DkNN caches
         dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
     return setup, dknn
+
+
+def check_binary_sentiment(setup, args):
+    """The 'terribly' analyses need a binary single-sentence model with a positive class."""
+    if setup.config['n_class'] != 2 or setup.model.pair:
+        raise UserError("terribly applies to a binary sentiment model (the paper's SST); {} has "
+                        "{} classes{}: pass --run of an SST model".format(
+                            args.run, setup.config['n_class'],
+                            ' and sentence pairs' if setup.model.pair else ''))
+    label_id(setup, args.positive_label, '--positive-label')
 
 
 def label_id(setup, name, flag):
@@ -263,8 +278,9 @@ def table2(args):
         examples.append(found[0])
     methods = ['conformity', 'confidence', 'gradient']
     results = interpretations.interpret_all(setup, methods, examples, dknn, args.batchsize)
-    views = interpretations.build_views(results, setup.vocab, setup.label_names)
-    stem = os.path.join(args.out, 'table2_' + args.run)
+    views = interpretations.build_views(results, setup.vocab, setup.label_names,
+                                        normalization=args.normalization)
+    stem = output_stem(args, 'table2')
     interpretations.render_html(views, stem + '.html', 'Table 2. ' + provenance(setup))
     interpretations.render_png(views, stem + '.png')
     print('wrote {0}.html and {0}.png'.format(stem))
@@ -275,26 +291,45 @@ def mean_or_none(values):
     return round(float(np.mean(values)), 2) if values else None
 
 
+def output_stem(args, analysis):
+    """results/<analysis>_<run>, with the normalisation appended unless it is the default."""
+    suffix = '' if args.normalization == interpretations.DEFAULT_NORMALIZATION else (
+        '_' + args.normalization)
+    return os.path.join(args.out, '{}_{}{}'.format(analysis, args.run, suffix))
+
+
+def normalization_text(normalization):
+    return 'Normalisation: {} ({}).'.format(normalization,
+                                           interpretations.NORMALIZATIONS[normalization])
+
+
+HIGHLIGHT_METHODS = ['gradient', 'confidence', 'calibrated', 'conformity']
+
+
+def mean_highlighted(maps, normalization):
+    """Average number of highlighted words over [Interpretation]; one-token sentences
+    have no leave-one-out map (NaN) and are left out."""
+    return mean_or_none([
+        float(interpretations.highlighted(m.scores, normalization=normalization).sum())
+        if not np.isnan(m.scores).any() else np.nan for m in maps])
+
+
 def highlights(args):
     """Section 5.1 and 6.2: highlighted words per sentence over the whole test set."""
     setup, dknn = load_run(args, needs_temperature=True)
-    methods = ['gradient', 'confidence', 'calibrated', 'conformity']
-    results = interpretations.interpret_all(setup, methods, setup.splits.test, dknn,
+    results = interpretations.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
                                             args.batchsize)
     lengths = [len(maps.tokens) for maps in results['gradient']]
-    rows = []
-    for method in methods:
-        # One-token sentences have no leave-one-out map (NaN) and are left out.
-        counts = [float(interpretations.highlighted(m.scores).sum())
-                  if not np.isnan(m.scores).any() else np.nan for m in results[method]]
-        rows.append({'method': method, 'highlighted_words': mean_or_none(counts),
-                     'paper': PAPER_HIGHLIGHTS.get(method), 'sentences': len(counts)})
+    rows = [{'method': method,
+             'highlighted_words': mean_highlighted(results[method], args.normalization),
+             'paper': PAPER_HIGHLIGHTS.get(method), 'sentences': len(results[method])}
+            for method in HIGHLIGHT_METHODS]
     header = ('# Highlighted words per SST test sentence (|normalised importance| > 0.05)\n\n'
-              'Average sentence length: {:.2f} words here, 20.23 in the paper. {}\n'.format(
-                  np.mean(lengths), provenance(setup)))
-    write_table(os.path.join(args.out, 'highlights_' + args.run), rows,
-                ['method', 'highlighted_words', 'paper', 'sentences'], header)
-    print(markdown_table(rows, ['method', 'highlighted_words', 'paper', 'sentences']))
+              'Average sentence length: {:.2f} words here, 20.23 in the paper. {} {}\n'.format(
+                  np.mean(lengths), normalization_text(args.normalization), provenance(setup)))
+    columns = ['method', 'highlighted_words', 'paper', 'sentences']
+    write_table(output_stem(args, 'highlights'), rows, columns, header)
+    print(markdown_table(rows, columns))
 
 
 def terribly_paraphrases(examples, positive_label):
@@ -312,44 +347,81 @@ def terribly_paraphrases(examples, positive_label):
     return paraphrases
 
 
+TERRIBLY_METHODS = ['conformity', 'confidence', 'calibrated', 'gradient']
+
+
+def terribly_maps(args, setup, dknn):
+    """(paraphrases, {method: [Interpretation]}) of the 'terribly' paraphrases of dev."""
+    positive = label_id(setup, args.positive_label, '--positive-label')
+    paraphrases = terribly_paraphrases(setup.splits.dev, positive)
+    if not paraphrases:
+        raise UserError("no positive dev sentence contains 'great'")
+    return paraphrases, interpretations.interpret_all(
+        setup, TERRIBLY_METHODS, [(tokens, label) for tokens, label, _ in paraphrases], dknn,
+        args.batchsize)
+
+
+def mean_terribly_rank(maps, paraphrases, positive, normalization):
+    """Average rank of 'terribly' (1 = most negative) in the normalised maps, importance
+    taken toward the positive class: for a binary task that is the map of a negative
+    prediction with its sign flipped, so the ranks answer "does 'terribly' push toward
+    negative?" whatever each method predicted."""
+    return mean_or_none([interpretations.importance_ranks(interpretations.normalize(
+        m.scores if m.prediction == positive else -m.scores, normalization))[position]
+        for m, (_, _, position) in zip(maps, paraphrases)])
+
+
 def terribly(args):
     """Section 5.1: average rank of the inserted 'terribly' (1 = most negative).
 
     Binary SST only: ranks are of the importance toward the positive class."""
-    setup = model_setup.load_setup(os.path.join(args.results, args.run, 'args.json'))
-    if setup.config['n_class'] != 2 or setup.model.pair:
-        raise UserError("terribly applies to a binary sentiment model (the paper's SST); {} has "
-                        "{} classes{}: pass --run of an SST model".format(
-                            args.run, setup.config['n_class'],
-                            ' and sentence pairs' if setup.model.pair else ''))
+    setup, dknn = load_run(args, needs_temperature=True, check=check_binary_sentiment)
     positive = label_id(setup, args.positive_label, '--positive-label')
-    setup, dknn = load_run(args, needs_temperature=True)
-    paraphrases = terribly_paraphrases(setup.splits.dev, positive)
-    if not paraphrases:
-        raise UserError("no positive dev sentence contains 'great'")
-    methods = ['conformity', 'confidence', 'calibrated', 'gradient']
-    results = interpretations.interpret_all(
-        setup, methods, [(tokens, label) for tokens, label, _ in paraphrases], dknn,
-        args.batchsize)
+    paraphrases, results = terribly_maps(args, setup, dknn)
     rows = []
-    for method in methods:
-        # Importance toward the positive class: for a binary task that is the map of a
-        # negative prediction with its sign flipped, so the ranks answer "does 'terribly'
-        # push toward negative?" whatever each method predicted.
-        ranks = [interpretations.importance_ranks(
-                     m.scores if m.prediction == positive else -m.scores)[position]
-                 for m, (_, _, position) in zip(results[method], paraphrases)]
+    for method in TERRIBLY_METHODS:
         predicted_positive = np.mean([m.prediction == positive for m in results[method]])
-        rows.append({'method': method, 'average_rank': mean_or_none(ranks),
-                     'paper': PAPER_TERRIBLY.get(method), 'examples': len(ranks),
+        rows.append({'method': method, 'average_rank': mean_terribly_rank(
+                         results[method], paraphrases, positive, args.normalization),
+                     'paper': PAPER_TERRIBLY.get(method), 'examples': len(paraphrases),
                      'predicted_positive': round(float(predicted_positive), 2)})
     header = ("# Average rank of 'terribly' (1 = most negative word)\n\n"
               "{} paraphrases (the paper: 66) of positive dev sentences with 'great' replaced "
               "by 'terribly awesome/wonderful/impressive'; importance toward the positive class "
-              "(sign flipped where a method predicts negative). {}\n".format(
-                  len(paraphrases), provenance(setup)))
+              "(sign flipped where a method predicts negative). {} {}\n".format(
+                  len(paraphrases), normalization_text(args.normalization), provenance(setup)))
     columns = ['method', 'average_rank', 'paper', 'examples', 'predicted_positive']
-    write_table(os.path.join(args.out, 'terribly_' + args.run), rows, columns, header)
+    write_table(output_stem(args, 'terribly'), rows, columns, header)
+    print(markdown_table(rows, columns))
+
+
+def normalizations(args):
+    """Section 5.1 highlight counts and 'terribly' ranks under every normalisation."""
+    setup, dknn = load_run(args, needs_temperature=True, check=check_binary_sentiment)
+    positive = label_id(setup, args.positive_label, '--positive-label')
+    test_maps = interpretations.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
+                                              args.batchsize)
+    paraphrases, paraphrase_maps = terribly_maps(args, setup, dknn)
+    names = list(interpretations.NORMALIZATIONS)
+    rows = []
+    for method in HIGHLIGHT_METHODS:
+        row = {'method': method}
+        row.update({'highlighted_' + n: mean_highlighted(test_maps[method], n) for n in names})
+        row['paper_highlighted'] = PAPER_HIGHLIGHTS.get(method)
+        row.update({'terribly_rank_' + n: mean_terribly_rank(
+            paraphrase_maps[method], paraphrases, positive, n) for n in names})
+        row['paper_terribly_rank'] = PAPER_TERRIBLY.get(method)
+        rows.append(row)
+    columns = list(rows[0])
+    header = ("# Section 5.1 under each normalisation of the maps\n\n"
+              "highlighted_*: words per SST test sentence ({} sentences) with |normalised "
+              "importance| > 0.05; terribly_rank_*: average rank of 'terribly' (1 = most "
+              "negative) over {} dev paraphrases (the paper: 66). Normalisations: {}. The "
+              "paper's numbers are for its BiLSTM. {}\n".format(
+                  len(setup.splits.test), len(paraphrases), '; '.join(
+                      '{} = {}'.format(n, d) for n, d in interpretations.NORMALIZATIONS.items()),
+                  provenance(setup)))
+    write_table(os.path.join(args.out, 'normalization_' + args.run), rows, columns, header)
     print(markdown_table(rows, columns))
 
 
@@ -402,6 +474,7 @@ OUTPUTS = {'table1': ('table1.md', 'table1.csv'), 'training': ('training.md', 't
            'table2': ('table2_{run}.html', 'table2_{run}.png'),
            'highlights': ('highlights_{run}.md', 'highlights_{run}.csv'),
            'terribly': ('terribly_{run}.md', 'terribly_{run}.csv'),
+           'normalizations': ('normalization_{run}.md', 'normalization_{run}.csv'),
            'snli-artifacts': ('snli_artifacts_{run}.md', 'snli_artifacts_{run}.csv')}
 
 
@@ -436,7 +509,7 @@ def main(argv=None):
     figure.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
                         help='the DkNN run whose test predictions are drawn')
     analyses = {'table2': table2, 'highlights': highlights, 'terribly': terribly,
-                'snli-artifacts': snli_artifacts}
+                'normalizations': normalizations, 'snli-artifacts': snli_artifacts}
     for name, function in analyses.items():
         command = commands.add_parser(name, help=function.__doc__.split('\n')[0])
         command.add_argument('--run', default='snli_bilstm' if name == 'snli-artifacts'
@@ -449,6 +522,11 @@ def main(argv=None):
                              help='leave-one-out rows per model batch')
         command.add_argument('--positive-label', default='positive',
                              help='name of the positive class (terribly)')
+        if name in ('table2', 'highlights', 'terribly'):
+            command.add_argument('--normalization', choices=sorted(interpretations.NORMALIZATIONS),
+                                 default=interpretations.DEFAULT_NORMALIZATION,
+                                 help="how maps are scaled: 'total' (the paper's wording, "
+                                      "default), 'per-sign' or 'half-scale' (the authors' code)")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))

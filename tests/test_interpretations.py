@@ -206,17 +206,55 @@ def test_gradient_is_minus_input_gradient_and_matches_finite_differences(setup_a
 
 
 # ---------------------------------------------------------------- scores
-def test_normalize_hand_example():
-    np.testing.assert_allclose(interp.normalize([2, 1, -1, -3]), [2 / 3, 1 / 3, -1 / 4, -3 / 4])
-    np.testing.assert_array_equal(interp.normalize([0, 4, 0]), [0, 1, 0])
-    assert np.isnan(interp.normalize([np.nan])).all()
+def test_normalize_three_ways_hand_example():
+    scores = [2, 1, -1, -3]   # total |importance| 7; positives sum to 3, negatives to -4
+    np.testing.assert_allclose(interp.normalize(scores), [2 / 7, 1 / 7, -1 / 7, -3 / 7])
+    np.testing.assert_allclose(interp.normalize(scores, 'total'), [2 / 7, 1 / 7, -1 / 7, -3 / 7])
+    np.testing.assert_allclose(interp.normalize(scores, 'per-sign'), [2 / 3, 1 / 3, -1 / 4, -3 / 4])
+    np.testing.assert_allclose(interp.normalize(scores, 'half-scale'),
+                               [1 / 3, 1 / 6, -1 / 8, -3 / 8])
+
+
+def test_normalize_lone_small_negative_word():
+    """Per sign, one tiny negative word is drawn at full strength; in total it is ~0."""
+    np.testing.assert_allclose(interp.normalize([10, 5, -0.01], 'per-sign'), [2 / 3, 1 / 3, -1])
+    np.testing.assert_allclose(interp.normalize([10, 5, -0.01], 'total'),
+                               [10 / 15.01, 5 / 15.01, -0.01 / 15.01])
+
+
+@pytest.mark.parametrize('normalization,expected', [
+    ('total', [-0.25, -0.75, 0]), ('per-sign', [-0.25, -0.75, 0]),
+    ('half-scale', [-0.125, -0.375, 0])])
+def test_normalize_only_negative_importances(normalization, expected):
+    np.testing.assert_allclose(interp.normalize([-1, -3, 0], normalization), expected)
+
+
+@pytest.mark.parametrize('normalization', sorted(interp.NORMALIZATIONS))
+def test_normalize_zeros_and_nan(normalization):
+    np.testing.assert_array_equal(interp.normalize([0, 0, 0], normalization), [0, 0, 0])
+    assert np.isnan(interp.normalize([np.nan], normalization)).all()
+    half = 0.5 if normalization == 'half-scale' else 1
+    total = 0.5 if normalization == 'total' else 1
+    # NaN stays NaN and does not enter the sums.
+    np.testing.assert_allclose(interp.normalize([np.nan, 2, -2], normalization),
+                               [np.nan, half * total, -half * total])
+    with pytest.raises(ValueError, match='unknown normalization'):
+        interp.normalize([1.0], 'softmax')
 
 
 def test_highlighted_counts_words_above_the_threshold():
-    # normalised: [0.9, 0.04, 0.06, -0.5, -0.5, 0]
-    mask = interp.highlighted([0.9, 0.04, 0.06, -1, -1, 0])
-    np.testing.assert_array_equal(mask, [True, False, True, True, True, False])
-    assert interp.highlighted([0.9, 0.04, 0.06], threshold=0.05).sum() == 2
+    scores = [0.9, 0.04, 0.06, -1, -1, 0]
+    # total |importance| 3: [0.3, 0.013, 0.02, -0.33, -0.33, 0]
+    np.testing.assert_array_equal(interp.highlighted(scores),
+                                  [True, False, False, True, True, False])
+    # per sign: [0.9, 0.04, 0.06, -0.5, -0.5, 0]; half-scale: half of that.
+    np.testing.assert_array_equal(interp.highlighted(scores, normalization='per-sign'),
+                                  [True, False, True, True, True, False])
+    np.testing.assert_array_equal(interp.highlighted(scores, normalization='half-scale'),
+                                  [True, False, False, True, True, False])
+    assert interp.highlighted([0.92, 0.08], normalization='per-sign').sum() == 2
+    assert interp.highlighted([0.92, 0.08], normalization='half-scale').sum() == 1
+    assert interp.highlighted([0.9, 0.04, 0.06], threshold=0.03).sum() == 3
     assert not interp.highlighted([np.nan]).any()
 
 
@@ -310,7 +348,8 @@ def hostile_views(tmp_path):
         ['<script>', 'alert(1)', '</script>', 'good', '$5'],
         np.array([1.0, -0.5, 0.2, 0.0, np.nan]), 0, 0.9, 2, ['<i>premise', 'zzz'])
     neighbors = [[((['<script>x'], ['good']), 1)]]
-    return interp.build_views({'conformity': [interpretation]}, VOCAB, labels, neighbors)
+    return interp.build_views({'conformity': [interpretation]}, VOCAB, labels, neighbors,
+                              'per-sign')
 
 
 def test_html_escapes_every_text(tmp_path):
@@ -333,10 +372,15 @@ def test_html_colours_follow_the_sign(tmp_path):
                                            2, 0.8, 2, None)
     views = interp.build_views({'confidence': [interpretation]}, VOCAB, LABEL_NAMES)
     page = interp.html_page(views, 'maps')
-    assert 'rgba(33,102,172,1.000)' in page      # 'good' fully blue
-    assert 'rgba(178,24,43,1.000)' in page       # 'bad' fully red
+    assert 'rgba(33,102,172,0.667)' in page      # 'good': 2 of the total 3, blue
+    assert 'rgba(178,24,43,0.333)' in page       # 'bad': 1 of 3, red
     assert 'rgba(33,102,172,0.000)' in page      # 'movie' uncoloured
     assert 'pos (0.800)' in page and 'gold: <b>pos</b>' in page
+    assert "Normalisation: total (each word&#x27;s importance" in page
+    per_sign = interp.html_page(interp.build_views(
+        {'confidence': [interpretation]}, VOCAB, LABEL_NAMES, normalization='per-sign'), 'maps')
+    assert 'rgba(33,102,172,1.000)' in per_sign and 'rgba(178,24,43,1.000)' in per_sign
+    assert 'Normalisation: per-sign' in per_sign
 
 
 def test_png_is_written(tmp_path):
@@ -375,6 +419,10 @@ def test_cli_writes_html_and_png(setup_and_dknn, tmp_path, monkeypatch):
     page = html_path.read_text()
     assert page.count('<section>') == 3 and page.count('<tr>') == 9
     assert 'Nearest training examples' in page and png_path.stat().st_size > 0
+    assert 'Normalisation: total' in page
+    interp.main(['--model-setup', 'x', '--limit', '1', '--output', str(html_path),
+                 '--normalization', 'half-scale'])
+    assert 'Normalisation: half-scale' in html_path.read_text()
     with pytest.raises(UserError, match='temperature.json'):
         interp.main(['--model-setup', 'x', '--methods', 'calibrated', '--output', str(html_path)])
     with pytest.raises(UserError, match='--limit'):

@@ -62,3 +62,23 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     table = paper_results.markdown_table(rows, ['model', 'dataset', 'softmax'])
     assert '| CNN | TREC | 90.0 |' in table and '| BiLSTM | SST | not run |' in table
     assert paper_results.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
+
+
+def test_mean_highlighted_under_each_normalization():
+    maps = [interpretation(['a', 'b', 'c'], [0.9, 0.06, -0.04], 1),   # total 1.0
+            interpretation(['a', 'b'], [0.92, 0.08], 1),
+            interpretation(['x'], [np.nan], 1)]                        # one token: left out
+    # total: [0.9, 0.06, -0.04] -> 2 and [0.92, 0.08] -> 2; per sign the lone -0.04
+    # becomes -1 -> 3 and 2; half-scale: [0.47, 0.03, -0.5] -> 2 and [0.46, 0.04] -> 1.
+    assert paper_results.mean_highlighted(maps, 'total') == 2.0
+    assert paper_results.mean_highlighted(maps, 'per-sign') == 2.5
+    assert paper_results.mean_highlighted(maps, 'half-scale') == 1.5
+
+
+def test_mean_terribly_rank_is_toward_the_positive_class():
+    paraphrases = [(['x', 'terribly', 'good'], 1, 1), (['terribly', 'good', 'y'], 1, 0)]
+    maps = [interpretation(['x', 'terribly', 'good'], [0.1, -0.5, 0.9], 1),   # rank 1
+            # predicted negative: toward positive the map is [0.3, -0.2, -0.1], rank 3
+            interpretation(['terribly', 'good', 'y'], [-0.3, 0.2, 0.1], 0)]
+    for normalization in ('total', 'per-sign', 'half-scale'):
+        assert paper_results.mean_terribly_rank(maps, paraphrases, 1, normalization) == 2.0
