@@ -19,12 +19,13 @@ import sys
 import numpy as np
 
 import dknn as dknn_lib
-import interpretations
 import knn_index
 import model_setup
 import nlp_utils
 import plots
 import result_folder
+import saliency
+import saliency_report
 import scaling
 from nlp_utils import UserError
 
@@ -277,12 +278,12 @@ def table2(args):
             raise UserError('no test sentence contains {!r}'.format(fragment))
         examples.append(found[0])
     methods = ['conformity', 'confidence', 'gradient']
-    results = interpretations.interpret_all(setup, methods, examples, dknn, args.batchsize)
-    views = interpretations.build_views(results, setup.vocab, setup.label_names,
+    results = saliency.interpret_all(setup, methods, examples, dknn, args.batchsize)
+    views = saliency_report.build_views(results, setup.vocab, setup.label_names,
                                         normalization=args.normalization)
     stem = output_stem(args, 'table2')
-    interpretations.render_html(views, stem + '.html', 'Table 2. ' + provenance(setup))
-    interpretations.render_png(views, stem + '.png')
+    saliency_report.render_html(views, stem + '.html', 'Table 2. ' + provenance(setup))
+    saliency_report.render_png(views, stem + '.png', 'Table 2. ' + provenance(setup))
     print('wrote {0}.html and {0}.png'.format(stem))
 
 
@@ -293,14 +294,14 @@ def mean_or_none(values):
 
 def output_stem(args, analysis):
     """results/<analysis>_<run>, with the normalisation appended unless it is the default."""
-    suffix = '' if args.normalization == interpretations.DEFAULT_NORMALIZATION else (
+    suffix = '' if args.normalization == saliency.DEFAULT_NORMALIZATION else (
         '_' + args.normalization)
     return os.path.join(args.out, '{}_{}{}'.format(analysis, args.run, suffix))
 
 
 def normalization_text(normalization):
     return 'Normalisation: {} ({}).'.format(normalization,
-                                           interpretations.NORMALIZATIONS[normalization])
+                                           saliency.NORMALIZATIONS[normalization])
 
 
 HIGHLIGHT_METHODS = ['gradient', 'confidence', 'calibrated', 'conformity']
@@ -310,15 +311,15 @@ def mean_highlighted(maps, normalization):
     """Average number of highlighted words over [Interpretation]; one-token sentences
     have no leave-one-out map (NaN) and are left out."""
     return mean_or_none([
-        float(interpretations.highlighted(m.scores, normalization=normalization).sum())
+        float(saliency.highlighted(m.scores, normalization=normalization).sum())
         if not np.isnan(m.scores).any() else np.nan for m in maps])
 
 
 def highlights(args):
     """Section 5.1 and 6.2: highlighted words per sentence over the whole test set."""
     setup, dknn = load_run(args, needs_temperature=True)
-    results = interpretations.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
-                                            args.batchsize)
+    sentences = setup.splits.test[:args.limit]   # progress bars count the rows done
+    results = saliency.interpret_all(setup, HIGHLIGHT_METHODS, sentences, dknn, args.batchsize)
     lengths = [len(maps.tokens) for maps in results['gradient']]
     rows = [{'method': method,
              'highlighted_words': mean_highlighted(results[method], args.normalization),
@@ -356,7 +357,7 @@ def terribly_maps(args, setup, dknn):
     paraphrases = terribly_paraphrases(setup.splits.dev, positive)
     if not paraphrases:
         raise UserError("no positive dev sentence contains 'great'")
-    return paraphrases, interpretations.interpret_all(
+    return paraphrases, saliency.interpret_all(
         setup, TERRIBLY_METHODS, [(tokens, label) for tokens, label, _ in paraphrases], dknn,
         args.batchsize)
 
@@ -366,7 +367,7 @@ def mean_terribly_rank(maps, paraphrases, positive, normalization):
     taken toward the positive class: for a binary task that is the map of a negative
     prediction with its sign flipped, so the ranks answer "does 'terribly' push toward
     negative?" whatever each method predicted."""
-    return mean_or_none([interpretations.importance_ranks(interpretations.normalize(
+    return mean_or_none([saliency.importance_ranks(saliency.normalize(
         m.scores if m.prediction == positive else -m.scores, normalization))[position]
         for m, (_, _, position) in zip(maps, paraphrases)])
 
@@ -399,10 +400,10 @@ def normalizations(args):
     """Section 5.1 highlight counts and 'terribly' ranks under every normalisation."""
     setup, dknn = load_run(args, needs_temperature=True, check=check_binary_sentiment)
     positive = label_id(setup, args.positive_label, '--positive-label')
-    test_maps = interpretations.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
+    test_maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
                                               args.batchsize)
     paraphrases, paraphrase_maps = terribly_maps(args, setup, dknn)
-    names = list(interpretations.NORMALIZATIONS)
+    names = list(saliency.NORMALIZATIONS)
     rows = []
     for method in HIGHLIGHT_METHODS:
         row = {'method': method}
@@ -419,7 +420,7 @@ def normalizations(args):
               "negative) over {} dev paraphrases (the paper: 66). Normalisations: {}. The "
               "paper's numbers are for its BiLSTM. {}\n".format(
                   len(setup.splits.test), len(paraphrases), '; '.join(
-                      '{} = {}'.format(n, d) for n, d in interpretations.NORMALIZATIONS.items()),
+                      '{} = {}'.format(n, d) for n, d in saliency.NORMALIZATIONS.items()),
                   provenance(setup)))
     write_table(os.path.join(args.out, 'normalization_' + args.run), rows, columns, header)
     print(markdown_table(rows, columns))
@@ -440,7 +441,7 @@ def artifact_rows(setup, results):
                 for m in results[method]:
                     hypothesis = [t.lower() for t in m.tokens]
                     if m.prediction == label and word in hypothesis:
-                        ranks.append(interpretations.importance_ranks(
+                        ranks.append(saliency.importance_ranks(
                             m.scores, most_positive_first=True)[hypothesis.index(word)])
                 row[method] = mean_or_none(ranks)
                 row['n_' + method] = len(ranks)
@@ -454,7 +455,7 @@ def snli_artifacts(args):
     artifacts = {w for words in PAPER_ARTIFACTS.values() for w in words}
     examples = [ex for ex in setup.splits.test
                 if artifacts & {t.lower() for t in ex[0][1]}]
-    results = interpretations.interpret_all(setup, ['conformity', 'confidence'], examples,
+    results = saliency.interpret_all(setup, ['conformity', 'confidence'], examples,
                                             dknn, args.batchsize)
     rows = artifact_rows(setup, results)
     columns = ['label', 'artifact', 'conformity', 'confidence', 'paper_conformity',
@@ -522,9 +523,13 @@ def main(argv=None):
                              help='leave-one-out rows per model batch')
         command.add_argument('--positive-label', default='positive',
                              help='name of the positive class (terribly)')
+        if name == 'highlights':
+            command.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+                                 help='only the first N test sentences (default: all; the '
+                                      'whole SST test set takes minutes)')
         if name in ('table2', 'highlights', 'terribly'):
-            command.add_argument('--normalization', choices=sorted(interpretations.NORMALIZATIONS),
-                                 default=interpretations.DEFAULT_NORMALIZATION,
+            command.add_argument('--normalization', choices=sorted(saliency.NORMALIZATIONS),
+                                 default=saliency.DEFAULT_NORMALIZATION,
                                  help="how maps are scaled: 'total' (the paper's wording, "
                                       "default), 'per-sign' or 'half-scale' (the authors' code)")
     args = parser.parse_args(argv)

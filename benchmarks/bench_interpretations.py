@@ -4,7 +4,7 @@
 
 (a) the original's way: one sentence at a time, each leave-one-out variant through
     the model alone and one KD-tree query per layer per variant;
-(b) ours: interpretations.interpret_all, the variants of many sentences in one model
+(b) ours: saliency.interpret_all, the variants of many sentences in one model
     batch and one batched query per layer, with exact faiss (--backend) or KD-tree.
 Prints sentences/second, the speed-up, and the largest difference in importance.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-import interpretations  # noqa: E402
+import saliency  # noqa: E402
 import model_setup  # noqa: E402
 import knn_index  # noqa: E402
 import nlp_utils  # noqa: E402
@@ -59,7 +59,7 @@ def main():
                 for tokens, _ in tqdm.tqdm(examples, desc='(a) one by one', unit='sentence')]
     original_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    batched = interpretations.interpret_all(setup, ['conformity'], examples,
+    batched = saliency.interpret_all(setup, ['conformity'], examples,
                                            batched_dknn)['conformity']
     batched_seconds = time.perf_counter() - start
 

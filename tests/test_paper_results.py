@@ -4,7 +4,7 @@ import types
 import numpy as np
 
 import paper_results
-from interpretations import Interpretation
+from saliency import Interpretation
 
 
 def test_terribly_paraphrases_replace_each_great_of_positive_sentences():

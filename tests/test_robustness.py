@@ -392,12 +392,12 @@ def interpret_unknown_method(c):
     return ['--model-setup', c.setup, '--methods', 'attention']
 
 
-@case('interpret', '--limit must be at least 1')
+@case('interpret', 'argument --limit', 'an integer >= 1')
 def interpret_limit_zero(c):
     return ['--model-setup', c.setup, '--limit', '0']
 
 
-@case('interpret', '--neighbors must be at least 0')
+@case('interpret', 'argument --neighbors', 'an integer >= 0')
 def interpret_negative_neighbours(c):
     return ['--model-setup', c.setup, '--neighbors', '-1']
 
