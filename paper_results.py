@@ -72,8 +72,10 @@ def read_runs(folder):
         if not os.path.exists(test):
             continue
         report = nlp_utils.read_json(test, 'DkNN report', dict)
-        report['epoch'] = nlp_utils.read_json(os.path.join(folder, 'args.json'), 'model setup',
-                                              dict).get('epoch')
+        config = nlp_utils.read_json(os.path.join(folder, 'args.json'), 'model setup', dict)
+        # Runs from before --vocab existed built it from the training split.
+        report.update(epoch=config.get('epoch'), seed=config.get('seed'),
+                      vocab=config.get('vocab', 'train'))
         if os.path.exists(dev):
             dev_report = nlp_utils.read_json(dev, 'DkNN report', dict)
             report.update(dev_softmax_accuracy=dev_report['softmax_accuracy'],
@@ -83,16 +85,18 @@ def read_runs(folder):
 
 
 def table1_rows(results_dir):
-    """One row per model, dataset and backend (results/<dataset>_<model>), plus the same
-    per extra seed (results/<dataset>_<model>_seed<N>, from RUN=... train_and_dknn.sh)."""
+    """One row per run and backend: results/<dataset>_<model> and every variant of it
+    (results/<dataset>_<model>_<anything>, e.g. _seed1 or _trainvocab, from RUN=...
+    train_and_dknn.sh); one 'not run' row where a model and dataset have none."""
+    names = sorted(os.listdir(results_dir)) if os.path.isdir(results_dir) else []
     rows = []
     for model in ('bilstm', 'cnn'):
         for dataset, short in TABLE1_DATASETS:
             run = '{}_{}'.format(dataset, model)
-            seeds = sorted(name for name in os.listdir(results_dir)
-                           if name.startswith(run + '_seed')) if os.path.isdir(results_dir) else []
-            for name in [run] + seeds:
-                rows.extend(table1_row(results_dir, name, model, short))
+            variants = [name for name in names if name == run or name.startswith(run + '_')]
+            found = [row for name in variants
+                     for row in table1_row(results_dir, name, model, short)]
+            rows.extend(found or [table1_empty_row(run, model, short)])
     return rows
 
 
@@ -100,22 +104,50 @@ def percent(fraction):
     return None if fraction is None else round(100 * fraction, 1)
 
 
-def table1_row(results_dir, name, model, short):
-    """The rows of one run: one per backend, or one 'not run' row."""
+def table1_empty_row(name, model, short):
     paper_softmax, paper_dknn = PAPER_TABLE1[model][short]
-    empty = {'model': MODEL_NAMES[model], 'dataset': short, 'run': name,
-             'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
-             'dknn': None, 'difference': None, 'dev_softmax': None, 'dev_dknn': None,
-             'epochs': None, 'backend': None, 'k': None}
+    return {'model': MODEL_NAMES[model], 'dataset': short, 'run': name,
+            'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
+            'dknn': None, 'difference': None, 'dev_softmax': None, 'dev_dknn': None,
+            'epochs': None, 'backend': None, 'k': None, 'seed': None, 'vocab': None}
+
+
+def table1_row(results_dir, name, model, short):
+    """The rows of one run: one per backend DkNN ran with (none if it did not run)."""
     rows = []
     for report in read_runs(os.path.join(results_dir, name)):
         softmax, dknn = 100 * report['softmax_accuracy'], 100 * report['dknn_accuracy']
-        rows.append(dict(empty, softmax=round(softmax, 1), dknn=round(dknn, 1),
-                         difference=round(dknn - softmax, 1), epochs=report['epoch'],
+        rows.append(dict(table1_empty_row(name, model, short), softmax=round(softmax, 1),
+                         dknn=round(dknn, 1), difference=round(dknn - softmax, 1),
+                         epochs=report['epoch'], seed=report['seed'], vocab=report['vocab'],
                          dev_softmax=percent(report.get('dev_softmax_accuracy')),
                          dev_dknn=percent(report.get('dev_dknn_accuracy')),
                          backend=report['backend'], k=report['k']))
-    return rows or [empty]
+    return rows
+
+
+def table1_summary(rows):
+    """Runs grouped by model, dataset, vocabulary and backend: mean and standard
+    deviation over the seeds of test accuracy, means of dev accuracy."""
+    groups = {}
+    for row in rows:
+        key = (row['model'], row['dataset'], row['vocab'], row['backend'])
+        groups.setdefault(key, []).append(row)
+    summary = []
+    for (model, dataset, vocab, backend), members in groups.items():
+        first = members[0]
+        entry = {'model': model, 'dataset': dataset, 'vocab': vocab, 'backend': backend,
+                 'seeds': len(members) if first['softmax'] is not None else 0,
+                 'epochs': '/'.join(sorted({str(m['epochs']) for m in members})),
+                 'paper_softmax': first['paper_softmax'], 'paper_dknn': first['paper_dknn']}
+        for column in ('softmax', 'dknn', 'difference', 'dev_softmax', 'dev_dknn'):
+            values = [m[column] for m in members if m[column] is not None]
+            entry[column] = round(float(np.mean(values)), 1) if values else None
+        for column in ('softmax', 'dknn'):
+            values = [m[column] for m in members if m[column] is not None]
+            entry[column + '_sd'] = round(float(np.std(values)), 1) if len(values) > 1 else None
+        summary.append(entry)
+    return summary
 
 
 def markdown_table(rows, columns):
@@ -146,13 +178,22 @@ def table1(args):
     if all(row['dknn'] is None for row in rows):
         raise UserError('no result folder under {} has a DkNN test report for Table 1; run '
                         'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
-    columns = ['model', 'dataset', 'softmax', 'dknn', 'difference', 'dev_softmax', 'dev_dknn',
-               'paper_softmax', 'paper_dknn', 'epochs', 'run', 'backend', 'k']
+    produced = 'Produced by: `python {}`'.format(' '.join(sys.argv))
+    columns = ['model', 'dataset', 'vocab', 'softmax', 'softmax_sd', 'dknn', 'dknn_sd',
+               'difference', 'dev_softmax', 'dev_dknn', 'paper_softmax', 'paper_dknn', 'seeds',
+               'epochs', 'backend']
     header = ('# Table 1: softmax vs DkNN test accuracy (%)\n\nOurs: GloVe 6B 50d, this 2-core '
-              'CPU, epoch chosen on dev; paper: GloVe 840B 300d.\nProduced by: `{}`\n'.format(
-                  'python ' + ' '.join(sys.argv)))
-    write_table(os.path.join(args.out, 'table1'), rows, columns, header)
-    print(markdown_table(rows, columns))
+              'CPU, epoch chosen on dev; mean (and standard deviation, *_sd) over the seeds '
+              'run, dev accuracy beside test; vocab: `pretrained` keeps every word with a '
+              'GloVe vector (Kim 2014), `train` only training words. Paper: GloVe 840B 300d, '
+              'one run. Every run: [table1_runs.md](table1_runs.md).\n{}\n'.format(produced))
+    summary = table1_summary(rows)
+    write_table(os.path.join(args.out, 'table1'), summary, columns, header)
+    run_columns = ['model', 'dataset', 'run', 'seed', 'vocab', 'softmax', 'dknn', 'difference',
+                   'dev_softmax', 'dev_dknn', 'epochs', 'backend', 'k']
+    write_table(os.path.join(args.out, 'table1_runs'), rows, run_columns,
+                '# Table 1, every run (%)\n\n{}\n'.format(produced))
+    print(markdown_table(summary, columns))
 
 
 def training_row(folder):
@@ -470,7 +511,7 @@ def snli_artifacts(args):
 
 
 # What each command writes into --out ({run}: its --run), checked before any work.
-OUTPUTS = {'table1': ('table1.md', 'table1.csv'), 'training': ('training.md', 'training.csv'),
+OUTPUTS = {'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
            'reliability': ('reliability_{run}.png',),
            'table2': ('table2_{run}.html', 'table2_{run}.png'),
            'highlights': ('highlights_{run}.md', 'highlights_{run}.csv'),

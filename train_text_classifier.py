@@ -68,6 +68,10 @@ def parse_args(argv=None):
                         help='part of train used as dev where there is no official dev split')
     parser.add_argument('--min-freq', type=nlp_utils.positive_int, default=2,
                         help='rarer words become <unk> unless they have a pretrained vector')
+    parser.add_argument('--vocab', choices=('pretrained', 'train'), default='pretrained',
+                        help='pretrained: training words plus every word of the data that has '
+                             'a pretrained vector (Kim 2014; labels unused); train: training '
+                             'words only (the original code)')
     parser.add_argument('--max-vocab', type=nlp_utils.positive_int, default=None,
                         help='largest vocabulary, <eos> and <unk> included')
     parser.add_argument('--select-on-test', action='store_true',
@@ -110,21 +114,38 @@ def seed_everything(seed, device):
         device.xp.random.seed(seed)
 
 
-def build_vocab_and_embeddings(config, train):
-    """Vocabulary from the training split; GloVe rows where available (prints coverage)."""
-    token_lists = [t for tokens, _ in train
-                   for t in (tokens if isinstance(tokens, tuple) else (tokens,))]
+def token_lists(examples):
+    """Token lists of examples (both sentences of a pair)."""
+    return [t for tokens, _ in examples for t in (tokens if isinstance(tokens, tuple) else (tokens,))]
+
+
+def build_vocab_and_embeddings(config, splits):
+    """Vocabulary and GloVe rows (prints coverage). The training split's words (seen
+    --min-freq times or with a pretrained vector); with --vocab pretrained also every
+    word of the other splits that has a pretrained vector, as Kim (2014) does (no label
+    is used), so fewer test words become <unk>."""
+    train_lists = token_lists(splits.train)
     if not config['word_vectors']:
-        return nlp_utils.make_vocab(token_lists, config['min_freq'], config['max_vocab']), None
-    # One pass over the (possibly huge) vectors file for every training word.
-    train_words = {t for tokens in token_lists for t in tokens}
-    vectors, dim = nlp_utils.read_vectors(config['word_vectors'], train_words)
-    with_vectors = {t for t in train_words if nlp_utils.vector_for(t, vectors) is not None}
-    vocab = nlp_utils.make_vocab(token_lists, config['min_freq'], config['max_vocab'],
+        return nlp_utils.make_vocab(train_lists, config['min_freq'], config['max_vocab']), None
+    other_lists = (token_lists(splits.dev + splits.calib + splits.test)
+                   if config.get('vocab', 'train') == 'pretrained' else [])
+    # One pass over the (possibly huge) vectors file for every word that may be kept.
+    words = {t for tokens in train_lists + other_lists for t in tokens}
+    vectors, dim = nlp_utils.read_vectors(config['word_vectors'], words)
+    with_vectors = {t for t in words if nlp_utils.vector_for(t, vectors) is not None}
+    vocab = nlp_utils.make_vocab(train_lists, config['min_freq'], config['max_vocab'],
                                  keep=with_vectors)
+    extra = nlp_utils.make_vocab([[t for t in tokens if t in with_vectors and t not in vocab]
+                                  for tokens in other_lists], min_freq=1)
+    for word in list(extra)[2:]:   # after '<eos>' and '<unk>', by falling frequency
+        if config['max_vocab'] is not None and len(vocab) >= config['max_vocab']:
+            break
+        vocab[word] = len(vocab)
     embeddings, coverage = nlp_utils.embedding_matrix(vocab, vectors, dim, config['seed'])
-    print('word vectors: {} of {} vocabulary words found ({:.1%}), dimension {}'.format(
-        round(coverage * (len(vocab) - 2)), len(vocab) - 2, coverage, embeddings.shape[1]))
+    print('word vectors: {} of {} vocabulary words found ({:.1%}), dimension {}; {} words '
+          'only in dev/test with a vector'.format(
+              round(coverage * (len(vocab) - 2)), len(vocab) - 2, coverage, embeddings.shape[1],
+              len(extra) - 2))
     return vocab, embeddings
 
 
@@ -228,7 +249,7 @@ def prepare(config, gpu, vocab=None):
         print('read {} line(s) of {} as Windows-1252: they are not UTF-8'.format(count, path))
     embeddings = None
     if vocab is None:
-        vocab, embeddings = build_vocab_and_embeddings(config, splits.train)
+        vocab, embeddings = build_vocab_and_embeddings(config, splits)
         config.update(embed_dim=embeddings.shape[1] if embeddings is not None
                       else config['embed_dim'], n_class=len(dataset.label_names),
                       pair=dataset.pair, label_names=dataset.label_names, n_vocab=len(vocab))

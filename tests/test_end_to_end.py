@@ -1,6 +1,7 @@
 """Train tiny models on synthetic data through the CLIs, reload them, run DkNN."""
 import json
 import os
+import types
 
 import chainer
 import numpy as np
@@ -344,10 +345,29 @@ def test_rare_capitalised_word_keeps_its_lowercase_vector(tmp_path):
     vectors = tmp_path / 'vec.txt'
     vectors.write_text('paris 1 2\nthe 0 1\n')
     config = {'word_vectors': str(vectors), 'min_freq': 2, 'max_vocab': None, 'seed': 0}
-    vocab, embeddings = train_text_classifier.build_vocab_and_embeddings(
-        config, [(['Paris', 'the'], 0), (['the'], 1)])
+    splits = types.SimpleNamespace(train=[(['Paris', 'the'], 0), (['the'], 1)], dev=[],
+                                   calib=[], test=[])
+    vocab, embeddings = train_text_classifier.build_vocab_and_embeddings(config, splits)
     assert 'Paris' in vocab
     np.testing.assert_array_equal(embeddings[vocab['Paris']], [1, 2])
+
+
+def test_pretrained_vocabulary_keeps_test_words_that_have_vectors(tmp_path):
+    vectors = tmp_path / 'vec.txt'
+    vectors.write_text('the 0 1\ngood 1 0\nsuperb 1 1\nstellar 2 1\n')
+    splits = types.SimpleNamespace(
+        train=[(['the', 'good'], 1), (['the'], 0)], dev=[(['superb', 'zzz'], 1)], calib=[],
+        test=[(['stellar', 'superb', 'qqq'], 1)])
+    config = {'word_vectors': str(vectors), 'min_freq': 2, 'max_vocab': None, 'seed': 0,
+              'vocab': 'pretrained'}
+    vocab, embeddings = train_text_classifier.build_vocab_and_embeddings(config, splits)
+    # Training words first ('good' has a vector), then dev/test words with a vector by
+    # falling frequency; words without a vector ('zzz', 'qqq') stay out.
+    assert list(vocab) == ['<eos>', '<unk>', 'the', 'good', 'superb', 'stellar']
+    np.testing.assert_array_equal(embeddings[vocab['stellar']], [2, 1])
+    vocab, _ = train_text_classifier.build_vocab_and_embeddings(dict(config, vocab='train'),
+                                                                splits)
+    assert list(vocab) == ['<eos>', '<unk>', 'the', 'good']
 
 
 def test_gpu_without_cupy_is_a_one_line_error():

@@ -44,12 +44,12 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
         {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.8875, 'backend': 'kdtree', 'k': 75}))
     (folder / 'dknn_dev_kdtree.json').write_text(json.dumps(
         {'softmax_accuracy': 0.85, 'dknn_accuracy': 0.86, 'backend': 'kdtree', 'k': 75}))
-    (folder / 'args.json').write_text(json.dumps({'epoch': 30}))
+    (folder / 'args.json').write_text(json.dumps({'epoch': 30, 'seed': 777}))
     seed = tmp_path / 'TREC_cnn_seed1'
     seed.mkdir()
     (seed / 'dknn_test_faiss.json').write_text(json.dumps(
         {'softmax_accuracy': 0.5, 'dknn_accuracy': 0.5, 'backend': 'faiss', 'k': 5}))
-    (seed / 'args.json').write_text(json.dumps({'epoch': 2}))
+    (seed / 'args.json').write_text(json.dumps({'epoch': 2, 'seed': 1}))
     rows = paper_results.table1_rows(str(tmp_path))
     trec, trec_seed = [r for r in rows if r['model'] == 'CNN' and r['dataset'] == 'TREC']
     assert trec_seed['run'] == 'TREC_cnn_seed1' and trec_seed['softmax'] == 50.0
@@ -62,6 +62,18 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     table = paper_results.markdown_table(rows, ['model', 'dataset', 'softmax'])
     assert '| CNN | TREC | 90.0 |' in table and '| BiLSTM | SST | not run |' in table
     assert paper_results.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
+
+
+def test_table1_summary_averages_seeds_per_vocabulary_and_backend():
+    row = dict(paper_results.table1_empty_row('TREC_cnn', 'cnn', 'TREC'), backend='faiss',
+               vocab='pretrained', epochs=30)
+    rows = [dict(row, softmax=90.0, dknn=89.0, difference=-1.0, dev_softmax=88.0),
+            dict(row, softmax=92.0, dknn=92.0, difference=0.0, dev_softmax=None),
+            dict(row, softmax=80.0, dknn=80.0, difference=0.0, vocab='train')]
+    pretrained, train = paper_results.table1_summary(rows)
+    assert (pretrained['softmax'], pretrained['softmax_sd'], pretrained['dknn']) == (91.0, 1.0, 90.5)
+    assert (pretrained['seeds'], pretrained['dev_softmax'], pretrained['difference']) == (2, 88.0, -0.5)
+    assert (train['seeds'], train['softmax'], train['softmax_sd']) == (1, 80.0, None)
 
 
 def test_mean_highlighted_under_each_normalization():
