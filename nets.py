@@ -20,7 +20,6 @@ import chainer.links as L
 import numpy as np
 import tqdm
 
-import scaling
 
 MODELS = ('cnn', 'bilstm', 'rnn', 'bow')
 
@@ -330,7 +329,7 @@ class TextClassifier(chainer.Chain):
 
     def predict_proba(self, xs, batchsize=64, progress=None):
         """Softmax probabilities, float32 (N, C)."""
-        return scaling.softmax(self.predict_logits(xs, batchsize, progress)).astype(np.float32)
+        return F.softmax(self.predict_logits(xs, batchsize, progress)).array
 
     def input_gradients(self, xs, labels, batchsize=64):
         """Per-token (dL/de_t) . e_t, with L the cross-entropy at `labels` and e_t the

@@ -258,10 +258,10 @@ def reliability(args):
                         '--backend {} first'.format(path, os.path.dirname(path), args.backend))
     with np.load(path, allow_pickle=False) as predictions:
         labels, probabilities = predictions['label'], predictions['softmax_probability']
-        curves = [('DkNN credibility', predictions['credibility'],
-                   predictions['prediction'] == labels),
-                  ('softmax confidence', probabilities.max(axis=1),
-                   probabilities.argmax(axis=1) == labels)]
+        curves = [scaling.reliability_curve('DkNN credibility', predictions['credibility'],
+                                            predictions['prediction'] == labels),
+                  scaling.reliability_curve('softmax confidence', probabilities.max(axis=1),
+                                            probabilities.argmax(axis=1) == labels)]
     output = os.path.join(args.out, 'reliability_{}.png'.format(args.run))
     plots.reliability_diagram(output, curves, '{} (test set)'.format(args.run))
     print('wrote', output)

@@ -5,7 +5,6 @@ import matplotlib.pyplot as plt  # noqa: E402 (must follow the backend choice)
 import numpy as np  # noqa: E402
 
 import nlp_utils  # noqa: E402
-from scaling import N_BINS, binned_calibration_error, reliability_bins  # noqa: E402
 
 
 def save_figure(figure, path, dpi=120):
@@ -17,26 +16,24 @@ def save_figure(figure, path, dpi=120):
         plt.close(figure)
 
 
-def reliability_diagram(path, curves, title, n_bins=N_BINS):
+def reliability_diagram(path, curves, title):
     """Write a one-panel reliability diagram PNG to `path`.
 
-    curves: list of (label, confidences (N,) in [0, 1], correct (N,) bool), e.g.
-    softmax confidence before/after temperature scaling, or DkNN credibility.
-    Each curve is drawn as bars of accuracy per equal-width confidence bin, side
-    by side within a bin, against the diagonal of perfect calibration; the legend
-    gives each curve's ECE.
+    curves: list of scaling.reliability_curve(...) dicts (label, bins, ece), e.g. softmax
+    confidence before/after temperature scaling, or DkNN credibility. Each curve is drawn
+    as bars of accuracy per equal-width confidence bin, side by side within a bin,
+    against the diagonal of perfect calibration; the legend gives each curve's ECE.
     """
     figure, axes = plt.subplots(figsize=(5, 5))
-    bin_width = 1.0 / n_bins
-    bar_width = bin_width / max(1, len(curves))
-    for position, (label, confidences, correct) in enumerate(curves):
-        bins = reliability_bins(confidences, correct, n_bins)
+    n_bins = len(curves[0]['bins']['count'])
+    bar_width = 1.0 / n_bins / max(1, len(curves))
+    for position, curve in enumerate(curves):
+        bins = curve['bins']
         # Empty bins have NaN accuracy; drawing them at height 0 shows "no data".
         heights = np.nan_to_num(bins['accuracy'], nan=0.0)
-        ece = binned_calibration_error(confidences, correct, n_bins)
         axes.bar(bins['bin_lower'] + position * bar_width, heights, width=bar_width,
                  align='edge', alpha=0.75, edgecolor='black', linewidth=0.5,
-                 label='{} (ECE {:.3f})'.format(label, ece))
+                 label='{} (ECE {:.3f})'.format(curve['label'], curve['ece']))
     axes.plot([0, 1], [0, 1], linestyle='--', color='gray', label='perfect calibration')
     axes.set_xlim(0, 1)
     axes.set_ylim(0, 1)

@@ -157,6 +157,13 @@ def binned_calibration_error(confidences, correct, n_bins=N_BINS):
     return float((bins['count'][filled] * gaps).sum() / bins['count'].sum())
 
 
+def reliability_curve(label, confidences, correct, n_bins=N_BINS):
+    """What plots.reliability_diagram draws for one score: {'label', 'bins' (see
+    reliability_bins), 'ece'}."""
+    return {'label': label, 'bins': reliability_bins(confidences, correct, n_bins),
+            'ece': binned_calibration_error(confidences, correct, n_bins)}
+
+
 def expected_calibration_error(probs, labels, n_bins=N_BINS):
     """ECE of class probabilities (N, C) against int labels (N,), binning the max prob."""
     probs = _check_logits(probs, 'probs')
@@ -194,22 +201,41 @@ def load_temperature(result_dir):
     return float(temperature)
 
 
+def draw_reliability(path, logits, labels, temperature, title):
+    """Reliability diagram of the softmax before and after dividing by T."""
+    # Drawing pulls in matplotlib, which the rest of this module does not need.
+    from plots import reliability_diagram
+    curves = []
+    for name, t in [('softmax', 1.0), ('softmax / T={:.3f}'.format(temperature), temperature)]:
+        probs = softmax(logits, t)
+        curves.append(reliability_curve(name, probs.max(axis=1), probs.argmax(axis=1) == labels))
+    reliability_diagram(path, curves, title)
+
+
 def write_calibration(result_dir, logits, labels):
     """Fit T, write temperature.json and the before/after reliability diagram; -> summary."""
-    # plots imports this module for its binning, so it is imported here, not at the top.
-    from plots import reliability_diagram
-
     labels = np.asarray(labels)
     summary = calibration_summary(logits, labels)
     atomic_write_json(os.path.join(result_dir, TEMPERATURE_FILE), summary)
-    curves = []
-    for name, temperature in [('softmax', 1.0),
-                              ('softmax / T={:.3f}'.format(summary['temperature']),
-                               summary['temperature'])]:
-        probs = softmax(logits, temperature)
-        curves.append((name, probs.max(axis=1), probs.argmax(axis=1) == labels))
-    reliability_diagram(os.path.join(result_dir, DIAGRAM_FILE), curves,
-                        'Temperature scaling on the calibration split', N_BINS)
+    draw_reliability(os.path.join(result_dir, DIAGRAM_FILE), logits, labels,
+                     summary['temperature'], 'Temperature scaling on the calibration split')
+    return summary
+
+
+def evaluate_calibration(result_dir, name, logits, labels):
+    """NLL and ECE before/after the saved T on another split or file `name`; writes
+    calibration_<name>.json and reliability_temperature_<name>.png. -> summary."""
+    labels = np.asarray(labels)
+    temperature = load_temperature(result_dir)
+    summary = {'temperature': temperature, 'evaluated': name, 'n_examples': int(len(labels)),
+               'nll_before': nll(logits, labels), 'nll_after': nll(logits, labels, temperature),
+               'ece_before': expected_calibration_error(softmax(logits), labels),
+               'ece_after': expected_calibration_error(softmax(logits, temperature), labels),
+               'n_bins': N_BINS}
+    atomic_write_json(os.path.join(result_dir, 'calibration_{}.json'.format(name)), summary)
+    draw_reliability(os.path.join(result_dir, 'reliability_temperature_{}.png'.format(name)),
+                     logits, labels, temperature,
+                     'Temperature (fitted on calibration) on {}'.format(name))
     return summary
 
 
@@ -217,6 +243,13 @@ def main(argv=None):
     parser = ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True,
                         help='args.json written by train_text_classifier.py')
+    evaluated = parser.add_mutually_exclusive_group()
+    evaluated.add_argument('--split', choices=('train', 'dev', 'test'), default=None,
+                           help='evaluate the saved temperature on this split (default: fit it '
+                                'on the calibration split)')
+    evaluated.add_argument('--eval-file', default=None,
+                           help="evaluate the saved temperature on this file, in the training "
+                                "data's format")
     parser.add_argument('--batchsize', type=positive_int, default=64, help='inputs per batch')
     parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
     args = parser.parse_args(argv)
@@ -225,24 +258,24 @@ def main(argv=None):
     from model_setup import load_setup
     from result_folder import lock
     setup = load_setup(args.model_setup, gpu=args.gpu)
+    fitting = args.split is None and args.eval_file is None
+    name, examples = setup.evaluation_examples('calib' if fitting else args.split, args.eval_file)
+    if not examples:
+        raise UserError('the {} split of {} is empty{}'.format(
+            name, setup.result_dir, '; retrain with --n-calib > 0' if fitting else ''))
+    if not fitting:
+        load_temperature(setup.result_dir)   # before the forward pass
+    encoded = setup.encode(examples)
+    labels = np.asarray([label for _, label in encoded], dtype=np.int64)
+    logits = setup.model.predict_logits([ids for ids, _ in encoded], batchsize=args.batchsize)
     with lock(setup.result_dir, 'scaling.py'):
-        summary = fit_and_write(setup, args.batchsize)
-    print('temperature {temperature:.4f} on {n_calib} calibration examples: '
-          'NLL {nll_before:.4f} -> {nll_after:.4f}, ECE {ece_before:.4f} -> {ece_after:.4f}'
-          .format(**summary))
-    print('wrote {} and {} in {}'.format(TEMPERATURE_FILE, DIAGRAM_FILE, setup.result_dir))
-
-
-def fit_and_write(setup, batchsize):
-    """Fit T on the setup's calibration split and write its files; -> summary."""
-    calib = setup.calib  # encoded afresh on each access, so read it once
-    if not calib:
-        raise UserError('the calibration split of {} is empty; retrain with --n-calib > 0'
-                        .format(setup.result_dir))
-    ids = [example_ids for example_ids, _ in calib]
-    labels = np.asarray([label for _, label in calib], dtype=np.int64)
-    logits = setup.model.predict_logits(ids, batchsize=batchsize)
-    return write_calibration(setup.result_dir, logits, labels)
+        if fitting:
+            summary = write_calibration(setup.result_dir, logits, labels)
+        else:
+            summary = evaluate_calibration(setup.result_dir, name, logits, labels)
+    print('temperature {temperature:.4f}: NLL {nll_before:.4f} -> {nll_after:.4f}, '
+          'ECE {ece_before:.4f} -> {ece_after:.4f} on {n} examples of {name}'.format(
+              n=len(labels), name=name, **summary))
 
 
 if __name__ == '__main__':

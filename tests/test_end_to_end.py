@@ -379,3 +379,17 @@ def test_gpu_without_cupy_is_a_one_line_error():
         pass
     with pytest.raises(UserError, match='--gpu 0 is not usable'):
         model_setup.get_device(0)
+
+
+def test_scaling_on_another_split_uses_the_saved_temperature(trained, tmp_path):
+    import scaling
+    import shutil
+    out = tmp_path / 'run'
+    shutil.copytree(str(trained[0]), str(out))
+    scaling.main(['--model-setup', str(out)])
+    fitted = json.loads((out / 'temperature.json').read_text())
+    scaling.main(['--model-setup', str(out), '--split', 'test'])
+    on_test = json.loads((out / 'calibration_test.json').read_text())
+    assert on_test['temperature'] == fitted['temperature'] and on_test['n_examples'] == 60
+    assert (out / 'reliability_temperature_test.png').stat().st_size > 1000
+    assert json.loads((out / 'temperature.json').read_text()) == fitted   # not refitted

@@ -376,9 +376,14 @@ def paper_out_is_a_file(c):
 
 
 # ---------------------------------------------------------------- scaling
-@case('scaling', 'calibration split of', 'is empty')
+@case('scaling', 'calib split of', 'is empty; retrain with --n-calib > 0')
 def scaling_without_a_calibration_split(c):
     return ['--model-setup', c.run_copy('no_calib')]
+
+
+@case('scaling', 'no temperature.json', 'scaling.py')
+def scaling_evaluated_before_fitting(c):
+    return ['--model-setup', c.setup, '--split', 'test']
 
 
 @case('scaling', 'argument --batchsize')

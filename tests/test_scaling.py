@@ -151,8 +151,8 @@ def test_reliability_diagram_writes_a_png(tmp_path):
     confidences = rng.uniform(0.3, 1.0, 500)
     path = tmp_path / 'sub' / 'diagram.png'
     plots.reliability_diagram(str(path), [
-        ('softmax', confidences, rng.rand(500) < confidences),
-        ('credibility', confidences ** 2, rng.rand(500) < confidences),
+        scaling.reliability_curve('softmax', confidences, rng.rand(500) < confidences),
+        scaling.reliability_curve('credibility', confidences ** 2, rng.rand(500) < confidences),
     ], 'test')
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert path.stat().st_size > 1000
@@ -184,7 +184,9 @@ def load_setup(path, gpu=-1):
     calib = [(np.array([i], dtype=np.int32), int(y)) for i, y in enumerate(labels)]
     model = types.SimpleNamespace(
         predict_logits=lambda xs, batchsize=64: logits[[int(x[0]) for x in xs]])
-    return types.SimpleNamespace(result_dir={result_dir!r}, calib=calib, model=model)
+    return types.SimpleNamespace(
+        result_dir={result_dir!r}, model=model, encode=lambda examples: examples,
+        evaluation_examples=lambda split, eval_file: (split, calib if split == 'calib' else []))
 '''
 
 
@@ -231,6 +233,7 @@ def test_cli_refuses_an_empty_calibration_split(tmp_path):
     process, result_dir = run_cli_with_fake_setup(tmp_path, n=0)
     assert process.returncode == 2
     assert '--n-calib' in process.stderr and len(process.stderr.strip().splitlines()) == 1
+    assert 'the calib split of' in process.stderr
     assert not (result_dir / 'temperature.json').exists()
 
 
