@@ -49,8 +49,11 @@ def parse_args(argv=None):
                              "predictions (as the paper's text says)")
     parser.add_argument('--last-layer-only', action='store_true',
                         help="only the last layer's neighbours count (the original KD-tree path)")
-    parser.add_argument('--faiss-kind', choices=('flat', 'hnsw', 'ivf'), default='flat',
-                        help='flat is exact; hnsw and ivf are approximate')
+    parser.add_argument('--faiss-kind', choices=('flat', 'hnsw', 'ivf', 'ivfpq'), default='flat',
+                        help='flat is exact; hnsw, ivf and ivfpq (compressed) are approximate')
+    parser.add_argument('--pq-m', type=nlp_utils.positive_int, default=None,
+                        help='ivfpq bytes per vector (divides the layer size; default: the '
+                             'largest divisor up to 64)')
     parser.add_argument('--nprobe', type=nlp_utils.positive_int, default=16,
                         help='faiss ivf cells searched')
     parser.add_argument('--ef-search', type=nlp_utils.positive_int, default=128,
@@ -68,7 +71,8 @@ def parse_args(argv=None):
 
 def index_options(args):
     if args.backend == 'faiss':
-        return {'kind': args.faiss_kind, 'nprobe': args.nprobe, 'ef_search': args.ef_search}
+        options = {'kind': args.faiss_kind, 'nprobe': args.nprobe, 'ef_search': args.ef_search}
+        return dict(options, pq_m=args.pq_m) if args.faiss_kind == 'ivfpq' else options
     if args.backend == 'lsh':
         options = {'n_bits': args.lsh_bits, 'n_tables': args.lsh_tables}
         return {name: value for name, value in options.items() if value is not None}

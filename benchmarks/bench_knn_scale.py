@@ -46,6 +46,7 @@ BENCH_BACKENDS = {   # name -> (make_index backend, options); faiss-flat is the 
     'lsh': ('lsh', {}),
     'faiss-hnsw': ('faiss', {'kind': 'hnsw'}),
     'faiss-ivf': ('faiss', {'kind': 'ivf'}),
+    'faiss-ivfpq': ('faiss', {'kind': 'ivfpq'}),
 }
 LATENT, CLUSTERS, NOISE = 48, 64, 0.05
 
@@ -115,6 +116,8 @@ def _child(conn, name, train, queries, k):
             notes.append('n_bits={} n_tables={}'.format(index.bits_used, index.n_tables))
         if hasattr(index, 'nlist_used'):
             notes.append('nlist={} nprobe={}'.format(index.nlist_used, index.nprobe))
+        if getattr(index, 'kind', None) == 'ivfpq':
+            notes.append('pq_m={} bytes/vector'.format(index._index.pq.M))
         if options.get('kind') == 'hnsw':
             notes.append('M={} efC={} efS={}'.format(index.hnsw_m, index.ef_construction,
                                                      max(index.ef_search, k)))
