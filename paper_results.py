@@ -21,12 +21,14 @@ import numpy as np
 import dknn as dknn_lib
 import knn_index
 import model_setup
+import nets
 import nlp_utils
 import plots
 import result_folder
 import saliency
 import saliency_report
 import scaling
+import text_datasets
 from nlp_utils import UserError
 
 TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
@@ -252,6 +254,7 @@ def training(args):
 
 
 def reliability(args):
+    check_run_exists(args)
     path = os.path.join(args.results, args.run, dknn_lib.output_names('test', args.backend)[1])
     if not os.path.exists(path):
         raise UserError('{} does not exist; run run_dknn.py --model-setup {}/args.json '
@@ -268,11 +271,29 @@ def reliability(args):
 
 
 # ---------------------------------------------------------------- interpretation analyses
+SNLI_PROXY_FLAGS = (' --train-file ../shared/data/snli_1.0/snli_1.0_dev.jsonl'
+                    ' --test-file ../shared/data/snli_1.0/snli_1.0_test.jsonl')
+
+
+def check_run_exists(args):
+    """UserError naming the missing run folder and the command that makes it."""
+    folder = os.path.join(args.results, args.run)
+    if os.path.exists(os.path.join(folder, 'args.json')):
+        return folder
+    dataset, _, model = args.run.rpartition('_')
+    how = 'RUN=NAME scripts/train_and_dknn.sh DATASET MODEL'
+    if dataset in text_datasets.DATASETS and model in nets.MODELS:
+        how = 'scripts/train_and_dknn.sh {} {}{}'.format(
+            dataset, model, SNLI_PROXY_FLAGS if dataset == 'snli' else '')
+    raise UserError('{} holds no trained run; make it with `{}` (or pass --run of one that '
+                    'exists)'.format(folder, how))
+
+
 def load_run(args, needs_temperature=False, check=None):
     """(setup, dknn) of results/<run> with the DkNN the analyses share; a missing
     temperature.json, or a model that `check(setup, args)` refuses, is reported before
     the slow DkNN build."""
-    setup = model_setup.load_setup(os.path.join(args.results, args.run, 'args.json'))
+    setup = model_setup.load_setup(os.path.join(check_run_exists(args), 'args.json'))
     if check is not None:
         check(setup, args)
     if needs_temperature:

@@ -478,6 +478,17 @@ def paper_reliability_without_predictions(c):
     return ['--results', str(c.tmp), '--out', str(c.tmp), 'reliability', '--run', 'run']
 
 
+@case('paper', 'stsa.binary_bilstm holds no trained run',
+      'scripts/train_and_dknn.sh stsa.binary bilstm')
+def paper_analysis_of_a_run_that_was_never_made(c):
+    return ['--results', str(c.tmp), '--out', str(c.tmp), 'highlights']
+
+
+@case('paper', 'snli_bilstm holds no trained run', '--train-file ../shared/data/snli_1.0')
+def paper_snli_artifacts_without_the_snli_run(c):
+    return ['--results', str(c.tmp), '--out', str(c.tmp), 'snli-artifacts']
+
+
 @case('paper', 'exists (committed results)', '--overwrite')
 def paper_overwriting_committed_tables(c):
     os.chdir(str(c.tmp))
