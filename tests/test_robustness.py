@@ -562,3 +562,37 @@ def test_changed_data_with_the_same_line_count_is_not_served_stale_activations(
     finally:
         with open(train_file, 'w') as f:
             f.write(original)
+
+
+# ---------------------------------------------------------------- the machine says no
+@pytest.mark.parametrize('code, hint', [(28, 'the disk is full'),      # ENOSPC
+                                        (13, 'choose a folder you can write'),   # EACCES
+                                        (30, 'the file system is read-only')])  # EROFS
+def test_write_failures_of_the_machine_are_one_line_and_leave_the_old_report(
+        runs, tmp_path, capsys, monkeypatch, code, hint):
+    import nlp_utils
+    run = copy_run(runs['folder'] / 'binary', tmp_path)
+    assert cli(run_dknn.main, ['--model-setup', run, '--k', '3'], capsys)[0] == 0
+    before = snapshot(tmp_path)
+    real = nlp_utils.atomic_write_files
+
+    def refuse(writes):
+        if any(path.endswith('.json') and 'dknn_test' in path for path, _, _ in writes):
+            raise OSError(code, os.strerror(code), writes[0][0])
+        return real(writes)
+    monkeypatch.setattr(nlp_utils, 'atomic_write_files', refuse)
+    status, err = cli(run_dknn.main, ['--model-setup', run, '--k', '3'], capsys)
+    assert_one_line_error(status, err[-1:], hint, 'dknn_test_faiss.json')
+    assert snapshot(tmp_path) == before
+
+
+def test_written_files_get_the_mode_a_plain_write_would(tmp_path):
+    import nlp_utils
+    old = os.umask(0o022)
+    try:
+        nlp_utils.atomic_write_json(str(tmp_path / 'report.json'), {'a': 1})
+        nlp_utils.atomic_savez(str(tmp_path / 'arrays.npz'), x=np.zeros(2))
+    finally:
+        os.umask(old)
+    for name in ('report.json', 'arrays.npz'):
+        assert os.stat(str(tmp_path / name)).st_mode & 0o777 == 0o644
