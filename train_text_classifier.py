@@ -24,6 +24,7 @@ import nets
 import nlp_utils
 import result_folder
 import text_datasets
+import word_vectors
 from nlp_utils import UserError
 
 SNAPSHOT = 'snapshot_latest.npz'
@@ -131,8 +132,8 @@ def build_vocab_and_embeddings(config, splits):
                    if config.get('vocab', 'train') == 'pretrained' else [])
     # One pass over the (possibly huge) vectors file for every word that may be kept.
     words = {t for tokens in train_lists + other_lists for t in tokens}
-    vectors, dim = nlp_utils.read_vectors(config['word_vectors'], words)
-    with_vectors = {t for t in words if nlp_utils.vector_for(t, vectors) is not None}
+    vectors, dim = word_vectors.read_vectors(config['word_vectors'], words)
+    with_vectors = {t for t in words if word_vectors.vector_for(t, vectors) is not None}
     vocab = nlp_utils.make_vocab(train_lists, config['min_freq'], config['max_vocab'],
                                  keep=with_vectors)
     extra = nlp_utils.make_vocab([[t for t in tokens if t in with_vectors and t not in vocab]
@@ -141,7 +142,7 @@ def build_vocab_and_embeddings(config, splits):
         if config['max_vocab'] is not None and len(vocab) >= config['max_vocab']:
             break
         vocab[word] = len(vocab)
-    embeddings, coverage = nlp_utils.embedding_matrix(vocab, vectors, dim, config['seed'])
+    embeddings, coverage = word_vectors.embedding_matrix(vocab, vectors, dim, config['seed'])
     print('word vectors: {} of {} vocabulary words found ({:.1%}), dimension {}; {} words '
           'only in dev/test with a vector'.format(
               round(coverage * (len(vocab) - 2)), len(vocab) - 2, coverage, embeddings.shape[1],
