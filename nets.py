@@ -22,6 +22,7 @@ import tqdm
 
 
 MODELS = ('cnn', 'bilstm', 'rnn', 'bow')
+MODEL_NAMES = {'cnn': 'CNN', 'bilstm': 'BiLSTM', 'rnn': 'RNN', 'bow': 'BOW'}   # in tables
 
 
 @contextlib.contextmanager

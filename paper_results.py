@@ -11,8 +11,6 @@
 Each output names the command that produced it; the runs themselves come from
 scripts/train_and_dknn.sh (see the README).
 """
-import csv
-import io
 import os
 import sys
 
@@ -29,6 +27,7 @@ import saliency
 import saliency_report
 import scaling
 import text_datasets
+from tables import markdown_table, write_table
 from nlp_utils import UserError
 
 TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
@@ -40,7 +39,6 @@ PAPER_TABLE1 = {
     'cnn': {'SST': (85.7, 85.8), 'CR': (83.3, 83.4), 'TREC': (92.8, 92.4),
             'MPQA': (89.1, 88.7), 'SUBJ': (93.5, 93.1)},
 }
-MODEL_NAMES = {'bilstm': 'BiLSTM', 'cnn': 'CNN'}
 
 # Table 2's SST test sentences (as fragments of the tokenized, lowercased text).
 TABLE2_FRAGMENTS = ['an intelligent fiction about learning through cultural clash',
@@ -108,7 +106,7 @@ def percent(fraction):
 
 def table1_empty_row(name, model, short):
     paper_softmax, paper_dknn = PAPER_TABLE1[model][short]
-    return {'model': MODEL_NAMES[model], 'dataset': short, 'run': name,
+    return {'model': nets.MODEL_NAMES[model], 'dataset': short, 'run': name,
             'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
             'dknn': None, 'difference': None, 'dev_softmax': None, 'dev_dknn': None,
             'epochs': None, 'backend': None, 'k': None, 'seed': None, 'vocab': None}
@@ -150,29 +148,6 @@ def table1_summary(rows):
             entry[column + '_sd'] = round(float(np.std(values)), 1) if len(values) > 1 else None
         summary.append(entry)
     return summary
-
-
-def markdown_table(rows, columns):
-    show = lambda value: 'not run' if value is None else str(value)
-    lines = ['| ' + ' | '.join(columns) + ' |', '|' + ' --- |' * len(columns)]
-    lines += ['| ' + ' | '.join(show(row[c]) for c in columns) + ' |' for row in rows]
-    return '\n'.join(lines) + '\n'
-
-
-def csv_text(rows, columns):
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, columns, lineterminator='\n')
-    writer.writeheader()
-    writer.writerows({c: row[c] for c in columns} for row in rows)
-    return buffer.getvalue()
-
-
-def write_table(path_stem, rows, columns, header):
-    """PATH_STEM.md (header, then the Markdown table) and PATH_STEM.csv, renamed into
-    place together."""
-    texts = {'.md': header + '\n' + markdown_table(rows, columns), '.csv': csv_text(rows, columns)}
-    nlp_utils.atomic_write_files([(path_stem + suffix, lambda f, text=text: f.write(text), 'w')
-                                  for suffix, text in texts.items()])
 
 
 def table1(args):

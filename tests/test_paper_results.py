@@ -4,6 +4,7 @@ import types
 import numpy as np
 
 import paper_results
+import tables
 from saliency import Interpretation
 
 
@@ -59,9 +60,9 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     assert trec_seed['dev_dknn'] is None and trec_seed['backend'] == 'faiss'
     sst = [r for r in rows if r['model'] == 'BiLSTM' and r['dataset'] == 'SST'][0]
     assert sst['softmax'] is None
-    table = paper_results.markdown_table(rows, ['model', 'dataset', 'softmax'])
+    table = tables.markdown_table(rows, ['model', 'dataset', 'softmax'])
     assert '| CNN | TREC | 90.0 |' in table and '| BiLSTM | SST | not run |' in table
-    assert paper_results.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
+    assert tables.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
 
 
 def test_table1_summary_averages_seeds_per_vocabulary_and_backend():
