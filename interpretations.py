@@ -91,14 +91,15 @@ def main(argv=None):
     output = args.output or os.path.join(setup.result_dir,
                                          'interpretations_{}.html'.format(split))
     title = '{} {}: {} examples'.format(setup.config['dataset'], setup.config['model'], split)
-    saliency_report.render_html(views, output, title, settings)
     importances = os.path.splitext(output)[0] + '.csv'
-    saliency_report.write_importances_csv(saliency_report.importance_rows(
-        results, setup.vocab, setup.label_names, args.normalization), importances)
-    print('wrote {} and {}'.format(output, importances))
+    rows = saliency_report.importance_rows(results, setup.vocab, setup.label_names,
+                                           args.normalization)
+    writes = [saliency_report.html_write(views, output, title, settings),
+              saliency_report.importances_write(rows, importances)]
     if args.png:
-        saliency_report.render_png(views, args.png, title)
-        print('wrote {}'.format(args.png))
+        writes.append(saliency_report.png_write(views, args.png, title))
+    nlp_utils.atomic_write_files(writes)   # all renamed together, or none
+    print('wrote {}'.format(', '.join(path for path, _, _ in writes)))
 
 
 if __name__ == '__main__':

@@ -241,7 +241,7 @@ def reliability(args):
                   scaling.reliability_curve('softmax confidence', probabilities.max(axis=1),
                                             probabilities.argmax(axis=1) == labels)]
     output = os.path.join(args.out, 'reliability_{}.png'.format(args.run))
-    plots.reliability_diagram(output, curves, '{} (test set)'.format(args.run))
+    plots.save_figure(plots.reliability_figure(curves, '{} (test set)'.format(args.run)), output)
     print('wrote', output)
 
 
@@ -319,9 +319,13 @@ def table2(args):
     views = saliency_report.build_views(results, setup.vocab, setup.label_names,
                                         normalization=args.normalization)
     stem = output_stem(args, 'table2')
-    saliency_report.render_html(views, stem + '.html', 'Table 2. ' + provenance(setup))
-    saliency_report.render_png(views, stem + '.png', 'Table 2. ' + provenance(setup))
-    print('wrote {0}.html and {0}.png'.format(stem))
+    title = 'Table 2. ' + provenance(setup)
+    rows = saliency_report.importance_rows(results, setup.vocab, setup.label_names,
+                                           args.normalization)
+    nlp_utils.atomic_write_files([saliency_report.html_write(views, stem + '.html', title),
+                                  saliency_report.png_write(views, stem + '.png', title),
+                                  saliency_report.importances_write(rows, stem + '.csv')])
+    print('wrote {0}.html, {0}.png and {0}.csv'.format(stem))
 
 
 def mean_or_none(values):
@@ -509,7 +513,7 @@ def snli_artifacts(args):
 # What each command writes into --out ({run}: its --run), checked before any work.
 OUTPUTS = {'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
            'reliability': ('reliability_{run}.png',),
-           'table2': ('table2_{run}.html', 'table2_{run}.png'),
+           'table2': ('table2_{run}.html', 'table2_{run}.png', 'table2_{run}.csv'),
            'highlights': ('highlights_{run}.md', 'highlights_{run}.csv'),
            'terribly': ('terribly_{run}.md', 'terribly_{run}.csv'),
            'normalizations': ('normalization_{run}.md', 'normalization_{run}.csv'),

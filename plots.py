@@ -7,17 +7,27 @@ import numpy as np  # noqa: E402
 import nlp_utils  # noqa: E402
 
 
+def figure_write(figure, path, dpi=120):
+    """(path, write, mode) that saves `figure` as a PNG and closes it, for
+    nlp_utils.atomic_write_files (so a figure and its data are renamed together)."""
+    def write(f):
+        try:
+            figure.savefig(f, dpi=dpi, format='png', bbox_inches='tight')
+        finally:
+            plt.close(figure)
+    return path, write, 'wb'
+
+
 def save_figure(figure, path, dpi=120):
     """Save `figure` as a PNG at `path` atomically, then close it."""
     try:
-        nlp_utils.atomic_write(path, lambda f: figure.savefig(
-            f, dpi=dpi, format='png', bbox_inches='tight'), 'wb')
+        nlp_utils.atomic_write_files([figure_write(figure, path, dpi)])
     finally:
         plt.close(figure)
 
 
-def reliability_diagram(path, curves, title):
-    """Write a one-panel reliability diagram PNG to `path`.
+def reliability_figure(curves, title):
+    """A one-panel reliability diagram (a matplotlib figure to save).
 
     curves: list of scaling.reliability_curve(...) dicts (label, bins, ece), e.g. softmax
     confidence before/after temperature scaling, or DkNN credibility. Each curve is drawn
@@ -41,4 +51,4 @@ def reliability_diagram(path, curves, title):
     axes.set_ylabel('accuracy')
     axes.set_title(title)
     axes.legend(loc='upper left', fontsize='small')
-    save_figure(figure, path)
+    return figure

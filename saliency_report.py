@@ -114,8 +114,9 @@ def importance_rows(results, vocab, label_names, normalization=DEFAULT_NORMALIZA
     return rows
 
 
-def write_importances_csv(rows, path):
-    """The rows of importance_rows as a CSV file (written atomically)."""
+def importances_write(rows, path):
+    """(path, write, mode) of the rows of importance_rows as CSV, for
+    nlp_utils.atomic_write_files."""
     columns = ['example', 'method', 'position', 'token', 'in_vocabulary', 'raw_importance',
                'normalized_importance', 'normalization', 'prediction', 'gold']
 
@@ -123,7 +124,7 @@ def write_importances_csv(rows, path):
         writer = csv.DictWriter(f, columns, lineterminator='\n')
         writer.writeheader()
         writer.writerows(rows)
-    nlp_utils.atomic_write(path, write, 'w')
+    return path, write, 'w'
 
 
 # (supports the prediction, supports another class) RGB; SNLI as in the paper's Table 3.
@@ -249,9 +250,11 @@ def html_page(views, title, settings=None):
                 scores=html.escape(score_note(views)), body=body)
 
 
-def render_html(views, path, title='Interpretations', settings=None):
-    """Write `html_page(views, title, settings)` to `path` atomically."""
-    nlp_utils.atomic_write_text(path, html_page(views, title, settings))
+def html_write(views, path, title='Interpretations', settings=None):
+    """(path, write, mode) of `html_page(views, title, settings)`, for
+    nlp_utils.atomic_write_files (a page, its PNG and its CSV are renamed together)."""
+    page = html_page(views, title, settings)
+    return path, lambda f: f.write(page), 'w'
 
 
 # ---------------------------------------------------------------- PNG
@@ -320,10 +323,10 @@ def _png_items(views, measure, title):
     return items, y
 
 
-def render_png(views, path, title=None):
-    """The maps as a PNG: a title, the colour legend, then per example a header, the
-    premise (SNLI) and one line (or more, wrapped) per method with each word in a box
-    coloured as in the HTML."""
+def png_write(views, path, title=None):
+    """(path, write, mode) of the maps as a PNG, for nlp_utils.atomic_write_files: a
+    title, the colour legend, then per example a header, the premise (SNLI) and one line
+    (or more, wrapped) per method with each word in a box coloured as in the HTML."""
     figure = plt.figure(figsize=(PNG_WIDTH, 1))
     renderer = figure.canvas.get_renderer()
     font = FontProperties(size=PNG_FONT_SIZE)
@@ -343,7 +346,7 @@ def render_png(views, path, title=None):
         figure.text(x / PNG_WIDTH, 1 - y / height, text, fontsize=PNG_FONT_SIZE,
                     fontweight='bold' if bold else 'normal', bbox=box, color=text_colour,
                     parse_math=False, va='baseline')
-    plots.save_figure(figure, path)
+    return plots.figure_write(figure, path)
 
 
 def png_word_line(title, limit=150):

@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 from scipy import optimize
 
-from nlp_utils import ArgumentParser, UserError, atomic_write_json, positive_int, read_json, run_cli
+from nlp_utils import (ArgumentParser, UserError, atomic_write_files, json_write, positive_int,
+                       read_json, run_cli)
 
 N_BINS = 15
 TEMPERATURE_FILE = 'temperature.json'
@@ -158,7 +159,7 @@ def binned_calibration_error(confidences, correct, n_bins=N_BINS):
 
 
 def reliability_curve(label, confidences, correct, n_bins=N_BINS):
-    """What plots.reliability_diagram draws for one score: {'label', 'bins' (see
+    """What plots.reliability_figure draws for one score: {'label', 'bins' (see
     reliability_bins), 'ece'}."""
     return {'label': label, 'bins': reliability_bins(confidences, correct, n_bins),
             'ece': binned_calibration_error(confidences, correct, n_bins)}
@@ -201,24 +202,27 @@ def load_temperature(result_dir):
     return float(temperature)
 
 
-def draw_reliability(path, logits, labels, temperature, title):
-    """Reliability diagram of the softmax before and after dividing by T."""
+def reliability_write(path, logits, labels, temperature, title):
+    """(path, write, mode) of the reliability diagram of the softmax before and after
+    dividing by T, for atomic_write_files."""
     # Drawing pulls in matplotlib, which the rest of this module does not need.
-    from plots import reliability_diagram
+    from plots import figure_write, reliability_figure
     curves = []
     for name, t in [('softmax', 1.0), ('softmax / T={:.3f}'.format(temperature), temperature)]:
         probs = softmax(logits, t)
         curves.append(reliability_curve(name, probs.max(axis=1), probs.argmax(axis=1) == labels))
-    reliability_diagram(path, curves, title)
+    return figure_write(reliability_figure(curves, title), path)
 
 
 def write_calibration(result_dir, logits, labels):
-    """Fit T, write temperature.json and the before/after reliability diagram; -> summary."""
+    """Fit T, write temperature.json and the before/after reliability diagram (renamed
+    into place together); -> summary."""
     labels = np.asarray(labels)
     summary = calibration_summary(logits, labels)
-    atomic_write_json(os.path.join(result_dir, TEMPERATURE_FILE), summary)
-    draw_reliability(os.path.join(result_dir, DIAGRAM_FILE), logits, labels,
-                     summary['temperature'], 'Temperature scaling on the calibration split')
+    atomic_write_files([
+        json_write(os.path.join(result_dir, TEMPERATURE_FILE), summary),
+        reliability_write(os.path.join(result_dir, DIAGRAM_FILE), logits, labels,
+                          summary['temperature'], 'Temperature scaling on the calibration split')])
     return summary
 
 
@@ -232,10 +236,11 @@ def evaluate_calibration(result_dir, name, logits, labels):
                'ece_before': expected_calibration_error(softmax(logits), labels),
                'ece_after': expected_calibration_error(softmax(logits, temperature), labels),
                'n_bins': N_BINS}
-    atomic_write_json(os.path.join(result_dir, 'calibration_{}.json'.format(name)), summary)
-    draw_reliability(os.path.join(result_dir, 'reliability_temperature_{}.png'.format(name)),
-                     logits, labels, temperature,
-                     'Temperature (fitted on calibration) on {}'.format(name))
+    atomic_write_files([
+        json_write(os.path.join(result_dir, 'calibration_{}.json'.format(name)), summary),
+        reliability_write(os.path.join(result_dir, 'reliability_temperature_{}.png'.format(name)),
+                          logits, labels, temperature,
+                          'Temperature (fitted on calibration) on {}'.format(name))])
     return summary
 
 

@@ -357,7 +357,8 @@ def hostile_views(tmp_path):
 
 def test_html_escapes_every_text(tmp_path):
     path = tmp_path / 'out' / 'maps.html'
-    saliency_report.render_html(hostile_views(tmp_path), str(path), title='<script>title')
+    nlp_utils.atomic_write_files([saliency_report.html_write(
+        hostile_views(tmp_path), str(path), title='<script>title')])
     page = path.read_text()
     assert '&lt;script&gt;' in page and '&lt;/script&gt;' in page
     assert '<script' not in page.lower() and '</script' not in page.lower()
@@ -408,7 +409,7 @@ def test_raw_importances_are_exported_with_both_scales(tmp_path):
     assert [(r['token'], r['raw_importance'], r['normalized_importance']) for r in rows] == [
         ('good', 3.0, 0.75), ('bad', -1.0, -0.25)]
     path = tmp_path / 'maps.csv'
-    saliency_report.write_importances_csv(rows, str(path))
+    nlp_utils.atomic_write_files([saliency_report.importances_write(rows, str(path))])
     assert path.read_text().splitlines()[1] == '1,gradient,0,good,True,3.0,0.75,total,pos,pos'
 
 
@@ -433,7 +434,7 @@ def test_progress_counts_rows_so_one_long_input_moves_the_bar(capsys):
 
 def test_png_is_written(tmp_path):
     path = tmp_path / 'maps.png'
-    saliency_report.render_png(hostile_views(tmp_path), str(path))
+    nlp_utils.atomic_write_files([saliency_report.png_write(hostile_views(tmp_path), str(path))])
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and path.stat().st_size > 1000
     assert [p.name for p in tmp_path.iterdir()] == ['maps.png']   # no temp file left
 
@@ -474,3 +475,24 @@ def test_cli_writes_html_and_png(setup_and_dknn, tmp_path, monkeypatch):
     with pytest.raises(UserError, match='temperature.json'):
         interp.main(['--model-setup', 'x', '--methods', 'calibrated', '--output', str(html_path)])
     assert (tmp_path / 'maps.csv').read_text().startswith('example,method,position,token')
+
+
+def test_cli_writes_page_csv_and_png_together_or_not_at_all(setup_and_dknn, tmp_path,
+                                                            monkeypatch):
+    import plots
+    setup, dknn = setup_and_dknn
+    monkeypatch.setattr(interp.model_setup, 'load_setup', lambda *args: setup)
+    paths = [tmp_path / name for name in ('maps.html', 'maps.csv', 'maps.png')]
+    for path in paths:
+        path.write_text('old')
+
+    def broken_png(figure, path, dpi=120):
+        def write(f):
+            raise OSError(28, 'No space left on device', path)
+        return path, write, 'wb'
+    monkeypatch.setattr(plots, 'figure_write', broken_png)
+    with pytest.raises(OSError):
+        interp.main(['--model-setup', 'x', '--methods', 'confidence', '--limit', '2',
+                     '--output', str(paths[0]), '--png', str(paths[2])])
+    assert [p.read_text() for p in paths] == ['old'] * 3       # nothing half new
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['maps.csv', 'maps.html', 'maps.png']

@@ -150,10 +150,10 @@ def test_reliability_diagram_writes_a_png(tmp_path):
     rng = np.random.RandomState(0)
     confidences = rng.uniform(0.3, 1.0, 500)
     path = tmp_path / 'sub' / 'diagram.png'
-    plots.reliability_diagram(str(path), [
+    plots.save_figure(plots.reliability_figure([
         scaling.reliability_curve('softmax', confidences, rng.rand(500) < confidences),
         scaling.reliability_curve('credibility', confidences ** 2, rng.rand(500) < confidences),
-    ], 'test')
+    ], 'test'), str(path))
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert path.stat().st_size > 1000
     assert os.listdir(str(tmp_path / 'sub')) == ['diagram.png']  # no temp file left
