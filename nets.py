@@ -170,8 +170,8 @@ def ragged_lstm(ws, bs, xs, n_directions, dropout):
     """
     layout = _TimeMajorLayout([len(x) for x in xs])
     inputs = layout.to_time_major(xs)
-    finals = []
-    for layer in range(len(ws) // n_directions):
+    finals, n_layers = [], len(ws) // n_directions
+    for layer in range(n_layers):
         outputs = []
         for direction in range(n_directions):
             cell = layer * n_directions + direction
@@ -181,8 +181,10 @@ def ragged_lstm(ws, bs, xs, n_directions, dropout):
             steps, final = _lstm_direction(gate_inputs, w_recurrent, layout.sizes,
                                            reverse=(direction == 1))
             finals.append(layout.to_input_order(final))
-            outputs.append(F.concat(steps, axis=0))
-        inputs = F.concat(outputs, axis=1)  # (sum len_i, N * directions), time-major
+            outputs.append(steps)
+        if layer + 1 < n_layers:   # only final states are returned from the last layer
+            # (sum len_i, N * directions), time-major like the layer's input
+            inputs = F.concat([F.concat(steps, axis=0) for steps in outputs], axis=1)
     return finals
 
 
