@@ -64,10 +64,13 @@ class Setup:
         file never overwrite another's."""
         if eval_file is None:
             return split, getattr(self.splits, split)
+        # The file's labels are the dataset's own ('1'), not the readable names ('positive').
         examples = text_datasets.read_eval_file(
-            eval_file, self.config['dataset'], self.label_names, self.config['char_based'],
-            self.config.get('skip_bad_lines', False))
-        stem = os.path.splitext(os.path.basename(eval_file))[0]
+            eval_file, self.config['dataset'], self.dataset.label_names,
+            self.config['char_based'], self.config.get('skip_bad_lines', False))
+        stem, extension = os.path.splitext(os.path.basename(eval_file))
+        if extension not in ('.txt', '.tsv', '.jsonl'):   # stsa.binary.dev keeps its '.dev'
+            stem += extension
         return 'file-' + re.sub(r'[^A-Za-z0-9_.-]+', '_', stem), examples
 
 

