@@ -1,3 +1,4 @@
+import csv
 import json
 import types
 
@@ -95,3 +96,31 @@ def test_mean_terribly_rank_is_toward_the_positive_class():
             interpretation(['terribly', 'good', 'y'], [-0.3, 0.2, 0.1], 0)]
     for normalization in ('total', 'per-sign', 'half-scale'):
         assert paper_results.mean_terribly_rank(maps, paraphrases, 1, normalization) == 2.0
+
+
+def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch):
+    splits = types.SimpleNamespace(test=[(['a', 'b', 'c'], 1)], dev=[(['a', 'great', 'film'], 1)])
+    setup = types.SimpleNamespace(label_names=['0', '1'], splits=splits,
+                                  config={'dataset': 'stsa.binary', 'model': 'cnn', 'epoch': 1})
+    monkeypatch.setattr(paper_results, 'load_run', lambda args, needs_temperature: (setup, None))
+    # Test sentence: [0.9, 0.06, -0.04] highlights 2 (total), 3 (per-sign), 2 (half-scale);
+    # each paraphrase 'a terribly X film' has 'terribly' as its most negative word.
+    scores = {3: [0.9, 0.06, -0.04], 4: [0.1, -0.5, 0.3, 0.2]}
+
+    def interpret_all(setup, methods, examples, dknn, batchsize):
+        return {m: [interpretation(tokens, scores[len(tokens)], 1) for tokens, _ in examples]
+                for m in methods}
+
+    monkeypatch.setattr(paper_results.interpretations, 'interpret_all', interpret_all)
+    paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path), 'normalizations',
+                        '--run', 'sst'])
+    text = (tmp_path / 'normalization_sst.md').read_text()
+    assert 'Produced by: `python' in text and '3 dev paraphrases' in text
+    rows = {r['method']: r for r in csv.DictReader(open(tmp_path / 'normalization_sst.csv'))}
+    assert list(rows) == ['gradient', 'confidence', 'calibrated', 'conformity']
+    gradient = rows['gradient']
+    assert (gradient['highlighted_total'], gradient['highlighted_per-sign'],
+            gradient['highlighted_half-scale']) == ('2.0', '3.0', '2.0')
+    assert {gradient['terribly_rank_' + n] for n in ('total', 'per-sign', 'half-scale')} == {'1.0'}
+    assert (gradient['paper_highlighted'], gradient['paper_terribly_rank']) == ('5.32', '1.1')
+    assert rows['calibrated']['paper_highlighted'] == ''
