@@ -100,9 +100,10 @@ def test_mean_terribly_rank_is_toward_the_positive_class():
 
 def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch):
     splits = types.SimpleNamespace(test=[(['a', 'b', 'c'], 1)], dev=[(['a', 'great', 'film'], 1)])
-    setup = types.SimpleNamespace(label_names=['0', '1'], splits=splits,
+    setup = types.SimpleNamespace(label_names=['negative', 'positive'], splits=splits,
                                   config={'dataset': 'stsa.binary', 'model': 'cnn', 'epoch': 1})
-    monkeypatch.setattr(paper_results, 'load_run', lambda args, needs_temperature: (setup, None))
+    monkeypatch.setattr(paper_results, 'load_run',
+                        lambda args, needs_temperature=False, check=None: (setup, None))
     # Test sentence: [0.9, 0.06, -0.04] highlights 2 (total), 3 (per-sign), 2 (half-scale);
     # each paraphrase 'a terribly X film' has 'terribly' as its most negative word.
     scores = {3: [0.9, 0.06, -0.04], 4: [0.1, -0.5, 0.3, 0.2]}
@@ -111,7 +112,7 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
         return {m: [interpretation(tokens, scores[len(tokens)], 1) for tokens, _ in examples]
                 for m in methods}
 
-    monkeypatch.setattr(paper_results.interpretations, 'interpret_all', interpret_all)
+    monkeypatch.setattr(paper_results.saliency, 'interpret_all', interpret_all)
     paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path), 'normalizations',
                         '--run', 'sst'])
     text = (tmp_path / 'normalization_sst.md').read_text()
