@@ -4,6 +4,7 @@ import types
 
 import numpy as np
 
+import paper_analyses
 import paper_results
 import tables
 from saliency import Interpretation
@@ -11,7 +12,7 @@ from saliency import Interpretation
 
 def test_terribly_paraphrases_replace_each_great_of_positive_sentences():
     examples = [(['a', 'great', 'film', ',', 'Great', 'cast'], 1), (['great', 'but', 'no'], 0)]
-    paraphrases = paper_results.terribly_paraphrases(examples, positive_label=1)
+    paraphrases = paper_analyses.terribly_paraphrases(examples, positive_label=1)
     assert len(paraphrases) == 6
     tokens, label, position = paraphrases[0]
     assert tokens == ['a', 'terribly', 'awesome', 'film', ',', 'Great', 'cast']
@@ -30,7 +31,7 @@ def test_artifact_ranks_count_only_matching_predictions():
     maps = [interpretation(['nobody', 'is', 'here'], [0.9, 0.1, 0.3], 2),   # rank 1
             interpretation(['a', 'nobody', 'sits'], [0.5, 0.2, 0.4], 2),    # rank 3
             interpretation(['nobody', 'sits'], [0.9, 0.1], 0)]              # not contradiction
-    rows = paper_results.artifact_rows(setup, {'conformity': maps, 'confidence': maps[:1]})
+    rows = paper_analyses.artifact_rows(setup, {'conformity': maps, 'confidence': maps[:1]})
     nobody = [r for r in rows if r['artifact'] == 'nobody'][0]
     assert nobody['conformity'] == 2.0 and nobody['n_conformity'] == 2
     assert nobody['confidence'] == 1.0 and nobody['n_confidence'] == 1
@@ -84,9 +85,9 @@ def test_mean_highlighted_under_each_normalization():
             interpretation(['x'], [np.nan], 1)]                        # one token: left out
     # total: [0.9, 0.06, -0.04] -> 2 and [0.92, 0.08] -> 2; per sign the lone -0.04
     # becomes -1 -> 3 and 2; half-scale: [0.47, 0.03, -0.5] -> 2 and [0.46, 0.04] -> 1.
-    assert paper_results.mean_highlighted(maps, 'total') == 2.0
-    assert paper_results.mean_highlighted(maps, 'per-sign') == 2.5
-    assert paper_results.mean_highlighted(maps, 'half-scale') == 1.5
+    assert paper_analyses.mean_highlighted(maps, 'total') == 2.0
+    assert paper_analyses.mean_highlighted(maps, 'per-sign') == 2.5
+    assert paper_analyses.mean_highlighted(maps, 'half-scale') == 1.5
 
 
 def test_mean_terribly_rank_is_toward_the_positive_class():
@@ -95,14 +96,14 @@ def test_mean_terribly_rank_is_toward_the_positive_class():
             # predicted negative: toward positive the map is [0.3, -0.2, -0.1], rank 3
             interpretation(['terribly', 'good', 'y'], [-0.3, 0.2, 0.1], 0)]
     for normalization in ('total', 'per-sign', 'half-scale'):
-        assert paper_results.mean_terribly_rank(maps, paraphrases, 1, normalization) == 2.0
+        assert paper_analyses.mean_terribly_rank(maps, paraphrases, 1, normalization) == 2.0
 
 
 def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch):
     splits = types.SimpleNamespace(test=[(['a', 'b', 'c'], 1)], dev=[(['a', 'great', 'film'], 1)])
     setup = types.SimpleNamespace(label_names=['negative', 'positive'], splits=splits,
                                   config={'dataset': 'stsa.binary', 'model': 'cnn', 'epoch': 1})
-    monkeypatch.setattr(paper_results, 'load_run',
+    monkeypatch.setattr(paper_analyses, 'load_run',
                         lambda args, needs_temperature=False, check=None: (setup, None))
     # Test sentence: [0.9, 0.06, -0.04] highlights 2 (total), 3 (per-sign), 2 (half-scale);
     # each paraphrase 'a terribly X film' has 'terribly' as its most negative word.
@@ -112,7 +113,7 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
         return {m: [interpretation(tokens, scores[len(tokens)], 1) for tokens, _ in examples]
                 for m in methods}
 
-    monkeypatch.setattr(paper_results.saliency, 'interpret_all', interpret_all)
+    monkeypatch.setattr(paper_analyses.saliency, 'interpret_all', interpret_all)
     paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path), 'normalizations',
                         '--run', 'sst'])
     text = (tmp_path / 'normalization_sst.md').read_text()

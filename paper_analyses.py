@@ -1,0 +1,307 @@
+"""The paper's interpretation analyses on a trained run: Table 2, the section 5.1
+highlight counts and 'terribly' ranks (under each normalisation), and Table 4's SNLI
+artifacts. Each takes the parsed flags of paper_results.py and writes one table or page.
+"""
+import os
+import sys
+
+import numpy as np
+
+import dknn as dknn_lib
+import model_setup
+import nets
+import nlp_utils
+import result_folder
+import saliency
+import saliency_report
+import scaling
+import text_datasets
+from nlp_utils import UserError
+from tables import markdown_table, write_table
+
+# Table 2's SST test sentences (as fragments of the tokenized, lowercased text).
+TABLE2_FRAGMENTS = ['an intelligent fiction about learning through cultural clash',
+                    'talented and terribly charismatic',
+                    'diane lane shines in unfaithful']
+# Section 5.1: average highlighted words per SST test sentence (of 20.23 words).
+PAPER_HIGHLIGHTS = {'gradient': 5.32, 'confidence': 5.79, 'conformity': 3.65}
+# Section 5.1: average rank of 'terribly' (1 = most negative) over 66 paraphrases.
+PAPER_TERRIBLY = {'conformity': 7.9, 'confidence': 1.68, 'gradient': 1.1}
+TERRIBLY_REPLACEMENTS = ('awesome', 'wonderful', 'impressive')
+# Table 4: top SNLI artifacts (Gururangan et al. 2018) and their average importance rank
+# (1 = most important) under (conformity, confidence) leave-one-out.
+PAPER_ARTIFACTS = {
+    'entailment': {'outdoors': (2.93, 3.26), 'least': (2.22, 4.41), 'instrument': (3.57, 4.47),
+                   'outside': (4.08, 4.80), 'animal': (2.00, 4.73)},
+    'neutral': {'tall': (1.09, 2.61), 'first': (2.14, 2.99), 'competition': (2.33, 5.56),
+                'sad': (1.39, 1.79), 'favorite': (1.69, 3.89)},
+    'contradiction': {'nobody': (1.00, 1.00), 'sleeping': (1.64, 2.34), 'no': (2.53, 5.74),
+                      'tv': (1.92, 3.74), 'cat': (1.42, 3.62)},
+}
+
+
+SNLI_PROXY_FLAGS = (' --train-file ../shared/data/snli_1.0/snli_1.0_dev.jsonl'
+                    ' --test-file ../shared/data/snli_1.0/snli_1.0_test.jsonl')
+
+
+def check_run_exists(args):
+    """UserError naming the missing run folder and the command that makes it."""
+    folder = os.path.join(args.results, args.run)
+    if os.path.exists(os.path.join(folder, 'args.json')):
+        return folder
+    dataset, _, model = args.run.rpartition('_')
+    how = 'RUN=NAME scripts/train_and_dknn.sh DATASET MODEL'
+    if dataset in text_datasets.DATASETS and model in nets.MODELS:
+        how = 'scripts/train_and_dknn.sh {} {}{}'.format(
+            dataset, model, SNLI_PROXY_FLAGS if dataset == 'snli' else '')
+    raise UserError('{} holds no trained run; make it with `{}` (or pass --run of one that '
+                    'exists)'.format(folder, how))
+
+
+def load_run(args, needs_temperature=False, check=None):
+    """(setup, dknn) of results/<run> with the DkNN the analyses share; a missing
+    temperature.json, or a model that `check(setup, args)` refuses, is reported before
+    the slow DkNN build."""
+    setup = model_setup.load_setup(os.path.join(check_run_exists(args), 'args.json'))
+    if check is not None:
+        check(setup, args)
+    if needs_temperature:
+        scaling.load_temperature(setup.result_dir)
+    with result_folder.lock(setup.result_dir, 'paper_results.py'):   # DkNN caches
+        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
+    return setup, dknn
+
+
+def check_binary_sentiment(setup, args):
+    """The 'terribly' analyses need a binary single-sentence model with a positive class."""
+    if setup.config['n_class'] != 2 or setup.model.pair:
+        raise UserError("terribly applies to a binary sentiment model (the paper's SST); {} has "
+                        "{} classes{}: pass --run of an SST model".format(
+                            args.run, setup.config['n_class'],
+                            ' and sentence pairs' if setup.model.pair else ''))
+    label_id(setup, args.positive_label, '--positive-label')
+
+
+def label_id(setup, name, flag):
+    if name not in setup.label_names:
+        raise UserError('label {!r} is not one of this model\'s labels {}; check {}'.format(
+            name, setup.label_names, flag))
+    return setup.label_names.index(name)
+
+
+def provenance(setup):
+    return 'Model: {} {} ({} epochs). Produced by: `python {}`'.format(
+        setup.config['dataset'], setup.config['model'], setup.config['epoch'],
+        ' '.join(sys.argv))
+
+
+def lowercase_text(tokens):
+    return ' '.join(tokens).lower()
+
+
+def table2(args):
+    """The paper's Table 2 sentences under conformity, confidence and gradient."""
+    setup, dknn = load_run(args)
+    examples = []
+    for fragment in TABLE2_FRAGMENTS:
+        found = [ex for ex in setup.splits.test if fragment in lowercase_text(ex[0])]
+        if not found:
+            raise UserError('no test sentence contains {!r}'.format(fragment))
+        examples.append(found[0])
+    methods = ['conformity', 'confidence', 'gradient']
+    results = saliency.interpret_all(setup, methods, examples, dknn, args.batchsize)
+    views = saliency_report.build_views(results, setup.vocab, setup.label_names,
+                                        normalization=args.normalization)
+    stem = output_stem(args, 'table2')
+    title = 'Table 2. ' + provenance(setup)
+    rows = saliency_report.importance_rows(results, setup.vocab, setup.label_names,
+                                           args.normalization)
+    nlp_utils.atomic_write_files([saliency_report.html_write(views, stem + '.html', title),
+                                  saliency_report.png_write(views, stem + '.png', title),
+                                  saliency_report.importances_write(rows, stem + '.csv')])
+    print('wrote {0}.html, {0}.png and {0}.csv'.format(stem))
+
+
+def mean_or_none(values):
+    values = [v for v in values if not np.isnan(v)]
+    return round(float(np.mean(values)), 2) if values else None
+
+
+def output_stem(args, analysis):
+    """results/<analysis>_<run>, with the normalisation appended unless it is the default."""
+    suffix = '' if args.normalization == saliency.DEFAULT_NORMALIZATION else (
+        '_' + args.normalization)
+    return os.path.join(args.out, '{}_{}{}'.format(analysis, args.run, suffix))
+
+
+def normalization_text(normalization):
+    return 'Normalisation: {} ({}).'.format(normalization,
+                                           saliency.NORMALIZATIONS[normalization])
+
+
+HIGHLIGHT_METHODS = ['gradient', 'confidence', 'calibrated', 'conformity']
+
+
+def mean_highlighted(maps, normalization):
+    """Average number of highlighted words over [Interpretation]; one-token sentences
+    have no leave-one-out map (NaN) and are left out."""
+    return mean_or_none([
+        float(saliency.highlighted(m.scores, normalization=normalization).sum())
+        if not np.isnan(m.scores).any() else np.nan for m in maps])
+
+
+def highlights(args):
+    """Section 5.1 and 6.2: highlighted words per sentence over the whole test set."""
+    setup, dknn = load_run(args, needs_temperature=True)
+    sentences = setup.splits.test[:args.limit]   # progress bars count the rows done
+    results = saliency.interpret_all(setup, HIGHLIGHT_METHODS, sentences, dknn, args.batchsize)
+    lengths = [len(maps.tokens) for maps in results['gradient']]
+    rows = [{'method': method,
+             'highlighted_words': mean_highlighted(results[method], args.normalization),
+             'paper': PAPER_HIGHLIGHTS.get(method), 'sentences': len(results[method])}
+            for method in HIGHLIGHT_METHODS]
+    header = ('# Highlighted words per SST test sentence (|normalised importance| > 0.05)\n\n'
+              'Average sentence length: {:.2f} words here, 20.23 in the paper. {} {}\n'.format(
+                  np.mean(lengths), normalization_text(args.normalization), provenance(setup)))
+    columns = ['method', 'highlighted_words', 'paper', 'sentences']
+    write_table(output_stem(args, 'highlights'), rows, columns, header)
+    print(markdown_table(rows, columns))
+
+
+def terribly_paraphrases(examples, positive_label):
+    """For each 'great' in a positive sentence, three paraphrases with 'terribly <word>'
+    in its place: [(tokens, label, position of 'terribly')]."""
+    paraphrases = []
+    for tokens, label in examples:
+        if label != positive_label:
+            continue
+        for position, token in enumerate(tokens):
+            if token.lower() == 'great':
+                for word in TERRIBLY_REPLACEMENTS:
+                    new = tokens[:position] + ['terribly', word] + tokens[position + 1:]
+                    paraphrases.append((new, label, position))
+    return paraphrases
+
+
+TERRIBLY_METHODS = ['conformity', 'confidence', 'calibrated', 'gradient']
+
+
+def terribly_maps(args, setup, dknn):
+    """(paraphrases, {method: [Interpretation]}) of the 'terribly' paraphrases of dev."""
+    positive = label_id(setup, args.positive_label, '--positive-label')
+    paraphrases = terribly_paraphrases(setup.splits.dev, positive)
+    if not paraphrases:
+        raise UserError("no positive dev sentence contains 'great'")
+    return paraphrases, saliency.interpret_all(
+        setup, TERRIBLY_METHODS, [(tokens, label) for tokens, label, _ in paraphrases], dknn,
+        args.batchsize)
+
+
+def mean_terribly_rank(maps, paraphrases, positive, normalization):
+    """Average rank of 'terribly' (1 = most negative) in the normalised maps, importance
+    taken toward the positive class: for a binary task that is the map of a negative
+    prediction with its sign flipped, so the ranks answer "does 'terribly' push toward
+    negative?" whatever each method predicted."""
+    return mean_or_none([saliency.importance_ranks(saliency.normalize(
+        m.scores if m.prediction == positive else -m.scores, normalization))[position]
+        for m, (_, _, position) in zip(maps, paraphrases)])
+
+
+def terribly(args):
+    """Section 5.1: average rank of the inserted 'terribly' (1 = most negative).
+
+    Binary SST only: ranks are of the importance toward the positive class."""
+    setup, dknn = load_run(args, needs_temperature=True, check=check_binary_sentiment)
+    positive = label_id(setup, args.positive_label, '--positive-label')
+    paraphrases, results = terribly_maps(args, setup, dknn)
+    rows = []
+    for method in TERRIBLY_METHODS:
+        predicted_positive = np.mean([m.prediction == positive for m in results[method]])
+        rows.append({'method': method, 'average_rank': mean_terribly_rank(
+                         results[method], paraphrases, positive, args.normalization),
+                     'paper': PAPER_TERRIBLY.get(method), 'examples': len(paraphrases),
+                     'predicted_positive': round(float(predicted_positive), 2)})
+    header = ("# Average rank of 'terribly' (1 = most negative word)\n\n"
+              "{} paraphrases (the paper: 66) of positive dev sentences with 'great' replaced "
+              "by 'terribly awesome/wonderful/impressive'; importance toward the positive class "
+              "(sign flipped where a method predicts negative). {} {}\n".format(
+                  len(paraphrases), normalization_text(args.normalization), provenance(setup)))
+    columns = ['method', 'average_rank', 'paper', 'examples', 'predicted_positive']
+    write_table(output_stem(args, 'terribly'), rows, columns, header)
+    print(markdown_table(rows, columns))
+
+
+def normalizations(args):
+    """Section 5.1 highlight counts and 'terribly' ranks under every normalisation."""
+    setup, dknn = load_run(args, needs_temperature=True, check=check_binary_sentiment)
+    positive = label_id(setup, args.positive_label, '--positive-label')
+    test_maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
+                                              args.batchsize)
+    paraphrases, paraphrase_maps = terribly_maps(args, setup, dknn)
+    names = list(saliency.NORMALIZATIONS)
+    rows = []
+    for method in HIGHLIGHT_METHODS:
+        row = {'method': method}
+        row.update({'highlighted_' + n: mean_highlighted(test_maps[method], n) for n in names})
+        row['paper_highlighted'] = PAPER_HIGHLIGHTS.get(method)
+        row.update({'terribly_rank_' + n: mean_terribly_rank(
+            paraphrase_maps[method], paraphrases, positive, n) for n in names})
+        row['paper_terribly_rank'] = PAPER_TERRIBLY.get(method)
+        rows.append(row)
+    columns = list(rows[0])
+    header = ("# Section 5.1 under each normalisation of the maps\n\n"
+              "highlighted_*: words per SST test sentence ({} sentences) with |normalised "
+              "importance| > 0.05; terribly_rank_*: average rank of 'terribly' (1 = most "
+              "negative) over {} dev paraphrases (the paper: 66). Normalisations: {}. The "
+              "paper's numbers are for its BiLSTM. {}\n".format(
+                  len(setup.splits.test), len(paraphrases), '; '.join(
+                      '{} = {}'.format(n, d) for n, d in saliency.NORMALIZATIONS.items()),
+                  provenance(setup)))
+    write_table(os.path.join(args.out, 'normalization_' + args.run), rows, columns, header)
+    print(markdown_table(rows, columns))
+
+
+def artifact_rows(setup, results):
+    """Table 4 rows: per artifact word and method, the average importance rank
+    (1 = most important) over examples predicted as the word's class whose
+    hypothesis contains the word."""
+    rows = []
+    for label_name, words in PAPER_ARTIFACTS.items():
+        label = label_id(setup, label_name, '--run (an SNLI model)')
+        for word, (paper_conformity, paper_confidence) in words.items():
+            row = {'label': label_name, 'artifact': word, 'paper_conformity': paper_conformity,
+                   'paper_confidence': paper_confidence}
+            for method in ('conformity', 'confidence'):
+                ranks = []
+                for m in results[method]:
+                    hypothesis = [t.lower() for t in m.tokens]
+                    if m.prediction == label and word in hypothesis:
+                        ranks.append(saliency.importance_ranks(
+                            m.scores, most_positive_first=True)[hypothesis.index(word)])
+                row[method] = mean_or_none(ranks)
+                row['n_' + method] = len(ranks)
+            rows.append(row)
+    return rows
+
+
+def snli_artifacts(args):
+    """Table 4 on the evaluation split (offline: a model trained on SNLI dev, test split)."""
+    setup, dknn = load_run(args)
+    artifacts = {w for words in PAPER_ARTIFACTS.values() for w in words}
+    examples = [ex for ex in setup.splits.test
+                if artifacts & {t.lower() for t in ex[0][1]}]
+    results = saliency.interpret_all(setup, ['conformity', 'confidence'], examples,
+                                            dknn, args.batchsize)
+    rows = artifact_rows(setup, results)
+    columns = ['label', 'artifact', 'conformity', 'confidence', 'paper_conformity',
+               'paper_confidence', 'n_conformity', 'n_confidence']
+    header = ('# SNLI artifacts: average importance rank (1 = most important word)\n\n'
+              'Small-data proxy: trained on {} examples of SNLI dev, evaluated on the test '
+              'split ({} examples with an artifact word); the paper trained on the full train '
+              'split and used the validation set. {}\n'.format(
+                  len(setup.splits.train), len(examples), provenance(setup)))
+    write_table(os.path.join(args.out, 'snli_artifacts_' + args.run), rows, columns, header)
+    print(markdown_table(rows, columns))
+
+
+# What each command writes into --out ({run}: its --run), checked before any work.
