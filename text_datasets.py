@@ -63,6 +63,8 @@ class Splits:
     test: list
     dev_indices: Optional[list]  # sorted indices into train_pool when dev was carved from it
     calib_indices: list          # sorted indices into train_pool
+    excluded_indices: tuple = ()  # indices into the unchanged train split, dropped from it
+    flipped_indices: tuple = ()   # indices into `train` whose labels were flipped (noise)
 
 
 # ---------------------------------------------------------------- dataset specs
@@ -740,3 +742,38 @@ def make_splits(dataset, seed=777, dev_fraction=0.1, n_calib=1000, select_on_tes
     return Splits(train=train, dev=dev, calib=[pool[i] for i in calib_indices],
                   test=dataset.test, dev_indices=dev_indices if carve_dev else None,
                   calib_indices=calib_indices)
+
+
+# ---------------------------------------------------------------- training-set changes
+def change_train(splits, n_class, exclude=(), label_noise=0.0, noise_seed=0):
+    """Splits with training examples dropped and/or labels flipped (Rajani et al. 2020).
+
+    exclude: indices into `splits.train` to drop (the removal experiment); then a
+    `label_noise` fraction of the remaining training examples, chosen with
+    RandomState(noise_seed), gets a different label drawn uniformly from the other
+    classes (the mislabeled-detection experiment). The same arguments always give
+    the same result; the new Splits records excluded_indices and flipped_indices.
+    """
+    n_train = len(splits.train)
+    exclude = sorted(set(exclude))
+    if exclude and not (0 <= exclude[0] and exclude[-1] < n_train):
+        raise UserError('--exclude-train holds indices outside the training split (0..{}); '
+                        'write indices into the training split'.format(n_train - 1))
+    if len(exclude) >= n_train:
+        raise UserError('--exclude-train drops all {} training examples; exclude fewer'
+                        .format(n_train))
+    if not 0 <= label_noise < 1:
+        raise UserError('--label-noise must be in [0, 1), got {}'.format(label_noise))
+    if label_noise > 0 and n_class < 2:
+        raise UserError('--label-noise needs at least two classes to flip between')
+    dropped = set(exclude)
+    train = [example for i, example in enumerate(splits.train) if i not in dropped]
+    rng = np.random.RandomState(noise_seed)
+    flipped = sorted(rng.choice(len(train), int(round(label_noise * len(train))),
+                                replace=False).tolist())
+    for i in flipped:
+        tokens, label = train[i]
+        train[i] = (tokens, int((label + rng.randint(1, n_class)) % n_class))
+    return Splits(train=train, dev=splits.dev, calib=splits.calib, test=splits.test,
+                  dev_indices=splits.dev_indices, calib_indices=splits.calib_indices,
+                  excluded_indices=tuple(exclude), flipped_indices=tuple(flipped))

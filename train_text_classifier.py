@@ -64,6 +64,12 @@ def parse_args(argv=None):
     parser.add_argument('--skip-bad-lines', action='store_true')
     parser.add_argument('--snli-majority', action='store_true',
                         help="keep SNLI pairs with gold label '-' using the annotator majority")
+    parser.add_argument('--exclude-train', type=os.path.abspath, default=None,
+                        help='JSON list of training-split indices to drop (removal experiment)')
+    parser.add_argument('--label-noise', type=float, default=0.0,
+                        help='fraction of training labels to flip, in [0, 1)')
+    parser.add_argument('--label-noise-seed', type=int, default=0,
+                        help='seed choosing the flipped examples and their new labels')
     parser.add_argument('--force', action='store_true', help='overwrite an existing result folder')
     parser.add_argument('--resume', action='store_true', help='continue from the last snapshot')
     return parser.parse_args(argv)
@@ -125,6 +131,7 @@ def write_setup(out, config, vocab, splits, dataset):
         'dev_indices': None if splits.dev_indices is None else list(map(int, splits.dev_indices)),
         'n_train_pool': len(dataset.train_pool), 'seed': config['seed']})
     nlp_utils.atomic_write_json(os.path.join(out, 'args.json'), config)
+    model_setup.write_train_changes(out, splits)
 
 
 def make_trainer(config, model, train, dev, device, out):
