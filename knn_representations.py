@@ -223,23 +223,37 @@ def labels_of(examples):
     return np.array([y for _, y in examples], dtype=np.int64)
 
 
-def tuned_backoff(classifier, layer, dev, test, signals):
+def tuned_backoff(classifier, layer, dev, test, signals, grid=None):
     """Tune (k, T, tau) on dev and score on test for one switch signal.
-    dev/test: (activations, probabilities, labels); signals: (dev (M,), test (M',))."""
-    ks = k_grid(classifier.n_train)
+    dev/test: (activations, probabilities, labels); signals: (dev (M,), test (M',));
+    grid: {'ks', 'temperatures', 'thresholds'}, each None for the default grid."""
+    grid = grid or {}
+    ks = grid.get('ks') or k_grid(classifier.n_train)
+    for k in ks:
+        check_k(k, classifier.n_train)
     dev_neighbors = classifier.neighbors(dev[0][layer], max(ks))
-    choice = tune_backoff(dev[1], dev_neighbors, dev[2], signals[0], classifier.n_class, ks)
+    choice = tune_backoff(dev[1], dev_neighbors, dev[2], signals[0], classifier.n_class, ks,
+                          grid.get('temperatures') or TEMPERATURES,
+                          grid.get('thresholds') or THRESHOLDS)
     test_knn = classifier.probabilities(test[0][layer], choice.k, choice.temperature)
     scores = backoff_scores(test[1], test_knn, signals[1], choice.threshold, test[2])
     return dict(dataclasses.asdict(choice), **scores)
 
 
-def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75):
+def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, temperature=None,
+                       tau=None):
     """The paper's kNN backoff on a trained model, and DkNN credibility as the switch.
 
     Returns {'confidence': ..., 'credibility': ... or None}: each the chosen k, T,
     threshold and dev accuracy (see BackoffChoice) plus the test scores of
-    backoff_scores. Credibility needs the model's calibration split (--n-calib > 0)."""
+    backoff_scores. Credibility needs the model's calibration split (--n-calib > 0).
+    k, temperature, tau: fixed values instead of tuning them (tau: the confidence switch)."""
+    if temperature is not None:
+        check_temperature(temperature)
+    if tau is not None:
+        check_threshold(tau)
+    grid = {'ks': None if k is None else [k],
+            'temperatures': None if temperature is None else [temperature]}
     if not setup.splits.dev:
         raise UserError('{}: the dev split has no examples; tuning k, T and tau needs one '
                         '(re-train with --dev-fraction > 0)'.format(setup.result_dir))
@@ -247,12 +261,13 @@ def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75):
     dev, test = ((*split_outputs(setup, examples, batchsize), labels_of(examples))
                  for examples in (setup.dev, setup.test))
     confidence = (dev[1].max(axis=1), test[1].max(axis=1))
-    result = {'confidence': tuned_backoff(classifier, layer, dev, test, confidence),
+    result = {'confidence': tuned_backoff(classifier, layer, dev, test, confidence,
+                                          dict(grid, thresholds=None if tau is None else [tau])),
               'credibility': None, 'n_train': classifier.n_train}
     if setup.splits.calib:
         deep = dknn.dknn_from_setup(setup, 'faiss', min(dknn_k, classifier.n_train),
                                     index_options={'kind': 'flat'}, batchsize=batchsize)
         credibility = tuple(deep.predict_from_activations(split[0])['credibility']
                             for split in (dev, test))
-        result['credibility'] = tuned_backoff(classifier, layer, dev, test, credibility)
+        result['credibility'] = tuned_backoff(classifier, layer, dev, test, credibility, grid)
     return result
