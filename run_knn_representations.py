@@ -25,7 +25,7 @@ import knn_representations as knn
 import model_setup
 import nlp_utils
 from nlp_utils import UserError
-from paper_results import markdown_table, write_table
+from paper_results import MODEL_NAMES, markdown_table, write_table
 
 PAPER_TABLE4 = {'cad-snli': (75.7, 75.8), 'cad-snli-augmented': (70.5, 71.0)}   # BERT, kNN-BERT
 PAPER_TAU = {'cad-snli': 0.74, 'cad-snli-augmented': 0.53}                      # BERT
@@ -54,7 +54,7 @@ def percent(value):
 
 def backoff_row(setup, result):
     conf, cred = result['confidence'], result['credibility'] or {}
-    return {'dataset': dataset_name(setup.config), 'encoder': setup.config['model'].upper(),
+    return {'dataset': dataset_name(setup.config), 'encoder': MODEL_NAMES.get(setup.config['model'], setup.config['model']),
             'n_train': result['n_train'], 'k': conf['k'], 'T': conf['temperature'],
             'tau': conf['threshold'], 'model': percent(conf['model_accuracy']),
             'knn_backoff': percent(conf['backoff_accuracy']),

@@ -118,6 +118,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     base_flags = training_flags(model_setup.read_config(args.template))
+    os.makedirs(args.runs, exist_ok=True)
     per_seed = {seed: run_seed(args, base_flags, seed) for seed in args.seeds}
     rows = table_rows(per_seed, args.fractions)
     header = ('# Removal experiment (Rajani et al. 2020): test accuracy drop (points) after '
