@@ -155,28 +155,37 @@ def retrieved(args):
 
 
 # ---------------------------------------------------------------- detect
+def detection_row(setup, result):
+    """One seed's scores, and each ranking's recall at the rule's fraction and at 10%."""
+    scores = result['scores']
+    row = {'run': os.path.basename(setup.result_dir), 'dataset': dataset_name(setup.config),
+           'seed': setup.config.get('label_noise_seed'),
+           **{key: round(scores[key], 3) for key in ('precision', 'recall', 'f1')},
+           'n_candidates': scores['n_candidates'], 'n_flipped': scores['n_flipped'],
+           'fraction_inspected': round(result['fraction_inspected'], 3)}
+    for name, curve in result['curves'].items():
+        recall_at = lambda fraction: round(float(np.interp(fraction, knn_influence.FRACTIONS,
+                                                           curve)), 3)
+        name = name.replace(' ', '_')
+        row['recall_{}_same_fraction'.format(name)] = recall_at(result['fraction_inspected'])
+        row['recall_{}_at_10pct'.format(name)] = recall_at(0.1)
+    return row
+
+
 def detect(args):
     rows, curves, points = [], {}, []
     for path in args.model_setup:
         setup = load(args, path)
         result = knn_influence.mislabeled_experiment(setup, args.layer, args.batchsize)
-        scores = result['scores']
-        rows.append({'run': os.path.basename(setup.result_dir), 'dataset': dataset_name(setup.config),
-                     'seed': setup.config.get('label_noise_seed'),
-                     **{key: round(scores[key], 3) for key in ('precision', 'recall', 'f1')},
-                     'n_candidates': scores['n_candidates'], 'n_flipped': scores['n_flipped'],
-                     'fraction_inspected': round(result['fraction_inspected'], 3)})
-        points.append((result['fraction_inspected'], scores['recall']))
+        rows.append(detection_row(setup, result))
+        points.append((result['fraction_inspected'], result['scores']['recall']))
         for name, curve in result['curves'].items():
             curves.setdefault(name, []).append(curve)
-        for name, curve in result['curves'].items():
-            rows[-1]['recall_{}_same_fraction'.format(name.replace(' ', '_'))] = round(float(
-                np.interp(result['fraction_inspected'], knn_influence.FRACTIONS, curve)), 3)
     mean = {key: round(float(np.mean([r[key] for r in rows])), 3) for key in rows[0]
             if key not in ('run', 'dataset', 'seed')}
-    rows.append(dict(mean, run='mean', dataset=rows[0]['dataset'], seed=None))
+    rows.append(dict(mean, run='mean', dataset=rows[0]['dataset'], seed=''))
     if rows[0]['dataset'] == 'cad-snli':
-        rows.append(dict({key: None for key in rows[0]}, run='paper (BERT)',
+        rows.append(dict({key: '' for key in rows[0]}, run='paper (BERT)',
                          dataset='cad-snli', **PAPER_DETECTION))
     header = ('# Mislabeled-example detection (Rajani et al. 2020): 10% of training labels '
               'flipped\n\nCandidates: nearest training example (k=1) of each dev example whose '
