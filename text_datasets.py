@@ -645,6 +645,15 @@ def _split_off_test(examples, seed):
     return [examples[i] for i in order[:n_train]], [examples[i] for i in order[n_train:]]
 
 
+def _role_format(dataset_format, given_path):
+    """The reader format of one split: a pair dataset's file may be replaced by a pair
+    file of the other format (cad-snli's tsv training pairs evaluated on SNLI's jsonl
+    dev and test, as Rajani et al. 2020 did)."""
+    if given_path and dataset_format in PAIR_FORMATS and file_format(given_path) in PAIR_FORMATS:
+        return file_format(given_path)
+    return dataset_format
+
+
 def _sorted_label_names(record_lists):
     """Distinct labels of all records, sorted numerically when all are integers."""
     labels = {label for records in record_lists for _, label in records}
@@ -681,8 +690,8 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
                        snli_majority=snli_majority,
                        integer_labels=reader_format == 'labeled_lines' and name != 'custom',
                        label_names=spec['label_names'])
-    read = _READERS[reader_format]
-    records = {role: read(path, reading) for role, path in paths.items() if path is not None}
+    records = {role: _READERS[_role_format(reader_format, given.get(role))](path, reading)
+               for role, path in paths.items() if path is not None}
     for role, role_records in records.items():
         if not role_records:
             raise UserError('{}: {} has no usable examples; check the file'.format(

@@ -1,5 +1,6 @@
 """kNN representations (Rajani et al. 2020) on hand-made representations with known answers."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -205,3 +206,15 @@ def test_training_flags_are_recorded_and_reproduced_at_load(tmp_path):
     (tmp_path / 'exclude.json').write_text('{"not": "a list"}')
     with pytest.raises(UserError, match='--exclude-train'):
         model_setup.load_setup(str(out))
+
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data')
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, 'cad-nli')), reason='no ../shared/data')
+def test_cad_snli_evaluated_on_snli_jsonl_has_the_papers_sizes():
+    snli = os.path.join(DATA, 'snli_1.0', 'snli_1.0_{}.jsonl')
+    dataset = text_datasets.load_dataset('cad-snli', data_dir=DATA, dev_file=snli.format('dev'),
+                                         test_file=snli.format('test'))
+    assert (len(dataset.train_pool), len(dataset.dev), len(dataset.test)) == (1666, 9842, 9824)
+    assert dataset.pair and dataset.label_names == text_datasets.SNLI_LABELS
