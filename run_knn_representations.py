@@ -84,6 +84,18 @@ def table4_rows(rows):
     return table, ['model'] + datasets
 
 
+def table5_rows(rows):
+    """The paper's Table 5 layout: the chosen tau per dataset (row) and encoder (column)."""
+    encoders = list(dict.fromkeys(row['encoder'] for row in rows))
+    table = []
+    for dataset in dict.fromkeys(row['dataset'] for row in rows):
+        line = {'dataset': dataset, 'BERT (paper)': PAPER_TAU.get(dataset, '')}
+        line.update({e: next((r['tau'] for r in rows if r['dataset'] == dataset
+                              and r['encoder'] == e), None) for e in encoders})
+        table.append(line)
+    return table, ['dataset'] + encoders + ['BERT (paper)']
+
+
 def backoff(args):
     rows = []
     for path in args.model_setup:
@@ -99,9 +111,9 @@ def backoff(args):
               'k, T and tau (the max-softmax threshold) tuned on dev only; layer {}.\n'
               'Produced by: `{}`\n'.format(args.layer, command_line()))
     write_table(args.table, rows, list(rows[0]), header)
-    table4, columns = table4_rows(rows)
-    write_table(args.table + '_table4', table4, columns, header)
-    print(markdown_table(table4, columns))
+    for suffix, (table, columns) in (('_table4', table4_rows(rows)), ('_table5', table5_rows(rows))):
+        write_table(args.table + suffix, table, columns, header)
+        print(markdown_table(table, columns))
 
 
 # ---------------------------------------------------------------- explain / retrieved

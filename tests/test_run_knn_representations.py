@@ -42,6 +42,9 @@ def test_fixed_tau_zero_keeps_the_model_and_one_backs_off_always(runs):
     cli.main(['backoff', '--model-setup', plain, '--tau', '0', '--table', stem])
     row = read_csv(stem + '.csv')[0]
     assert row['knn_backoff'] == row['model'] and row['tau'] == '0.0'
+    assert read_csv(stem + '_table5.csv')[0]['CNN'] == '0.0'
+    table4 = {r['model']: r['custom'] for r in read_csv(stem + '_table4.csv')}
+    assert table4['CNN'] == table4['kNN-CNN'] == row['model']
     assert row['n_below_tau'] == '0' and row['credibility_backoff'] != ''   # calib split: DkNN
     cli.main(['backoff', '--model-setup', plain, '--tau', '1', '--table', stem])
     row = read_csv(stem + '.csv')[0]
