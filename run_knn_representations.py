@@ -49,7 +49,9 @@ def load(args, path):
 
 # ---------------------------------------------------------------- backoff
 def percent(value):
-    return None if value is None else round(100 * value, 1)
+    """A fraction as a percentage; '' where there was nothing to measure (no example
+    below tau), so the table does not read 'not run'."""
+    return '' if value is None else round(100 * value, 1)
 
 
 def backoff_row(setup, result):
