@@ -11,7 +11,7 @@ deviation, indexed with exact faiss search, and turned into a classifier:
 Backoff keeps the model's prediction where a switch signal (the model's max softmax
 probability, or DkNN credibility) is strictly greater than a threshold tau, else takes
 the kNN's. k, T and tau are tuned on the dev split only. Methods take and return plain
-arrays; `knn_influence` and `knn_mislabeled` build on this module.
+arrays; `knn_influence` builds on this module.
 """
 import dataclasses
 
