@@ -56,12 +56,14 @@ def percent(value):
 
 def backoff_row(setup, result):
     conf, cred = result['confidence'], result['credibility'] or {}
-    return {'dataset': dataset_name(setup.config), 'encoder': MODEL_NAMES.get(setup.config['model'], setup.config['model']),
+    model = setup.config['model']
+    return {'dataset': dataset_name(setup.config), 'encoder': MODEL_NAMES.get(model, model),
             'n_train': result['n_train'], 'k': conf['k'], 'T': conf['temperature'],
             'tau': conf['threshold'], 'model': percent(conf['model_accuracy']),
             'knn_backoff': percent(conf['backoff_accuracy']),
             'knn_alone': percent(conf['knn_accuracy']), 'n_test': conf['n_examples'],
-            'n_below_tau': conf['n_below'], 'model_below_tau': percent(conf['model_accuracy_below']),
+            'n_below_tau': conf['n_below'],
+            'model_below_tau': percent(conf['model_accuracy_below']),
             'backoff_below_tau': percent(conf['backoff_accuracy_below']),
             'credibility_threshold': cred.get('threshold'),
             'credibility_backoff': percent(cred.get('backoff_accuracy')),
@@ -82,7 +84,8 @@ def table4_rows(rows):
                                   and r['encoder'] == encoder), None) for d in datasets})
             table.append(line)
     for name, i in (('BERT (paper)', 0), ('kNN-BERT (paper)', 1)):
-        table.append(dict({'model': name}, **{d: PAPER_TABLE4.get(d, ('',) * 2)[i] for d in datasets}))
+        table.append(dict({'model': name},
+                          **{d: PAPER_TABLE4.get(d, ('', ''))[i] for d in datasets}))
     return table, ['model'] + datasets
 
 
@@ -113,7 +116,8 @@ def backoff(args):
               'k, T and tau (the max-softmax threshold) tuned on dev only; layer {}.\n'
               'Produced by: `{}`\n'.format(args.layer, command_line()))
     write_table(args.table, rows, list(rows[0]), header)
-    for suffix, (table, columns) in (('_table4', table4_rows(rows)), ('_table5', table5_rows(rows))):
+    for suffix, (table, columns) in (('_table4', table4_rows(rows)),
+                                     ('_table5', table5_rows(rows))):
         write_table(args.table + suffix, table, columns, header)
         print(markdown_table(table, columns))
 
@@ -203,7 +207,8 @@ def detect(args):
                          dataset='cad-snli', **PAPER_DETECTION))
     header = ('# Mislabeled-example detection (Rajani et al. 2020): 10% of training labels '
               'flipped\n\nCandidates: nearest training example (k=1) of each dev example whose '
-              'model prediction disagrees with its label.\nProduced by: `{}`\n'.format(command_line()))
+              'model prediction disagrees with its label.\nProduced by: `{}`\n'.format(
+                  command_line()))
     write_table(args.out, rows, list(rows[0]), header)
     knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
                              'Flipped-label recall, {} ({} seeds)'.format(rows[0]['dataset'],
@@ -238,7 +243,8 @@ def parse_args(argv=None):
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
     sub.add_argument('--out', default=None, help='output path without .json/.html')
     sub.set_defaults(run=explain)
-    sub = commands.add_parser('retrieved', parents=[common], help='most retrieved training examples')
+    sub = commands.add_parser('retrieved', parents=[common],
+                              help='most retrieved training examples')
     sub.add_argument('--model-setup', required=True)
     sub.add_argument('--split', choices=('train', 'dev', 'test'), default='test')
     sub.add_argument('--k', type=nlp_utils.positive_int, default=16)
