@@ -97,6 +97,11 @@ def load_data(config):
     splits = text_datasets.make_splits(
         dataset, seed=config['seed'], dev_fraction=config.get('dev_fraction', 0.1),
         n_calib=config['n_calib'], select_on_test=config.get('select_on_test', False))
+    exclude = read_exclusions(config.get('exclude_train'))
+    if exclude or config.get('label_noise'):
+        splits = text_datasets.change_train(
+            splits, len(dataset.label_names), exclude, config.get('label_noise') or 0.0,
+            config.get('label_noise_seed', 0))
     return dataset, splits
 
 
@@ -104,6 +109,26 @@ def load_data(config):
 FIELD_TYPES = {'dataset': str, 'model': str, 'unit': int, 'layer': int, 'dropout': (int, float),
                'embed_dim': int, 'n_class': int, 'seed': int, 'n_calib': int, 'char_based': bool,
                'pair': bool, 'vocab_path': str, 'model_path': str}
+
+
+def read_exclusions(path):
+    """The --exclude-train file: a JSON list of indices into the training split."""
+    if not path:
+        return []
+    indices = nlp_utils.read_json(path, '--exclude-train file')
+    if not isinstance(indices, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in indices):
+        raise UserError('--exclude-train file {} must hold a JSON list of integer indices into '
+                        'the training split'.format(path))
+    return indices
+
+
+def write_train_changes(result_dir, splits):
+    """train_changes.json: the excluded and the label-flipped training indices (empty lists
+    for an unchanged training split), so experiments can score against them."""
+    nlp_utils.atomic_write_json(os.path.join(result_dir, 'train_changes.json'), {
+        'excluded_indices': list(map(int, splits.excluded_indices)),
+        'flipped_indices': list(map(int, splits.flipped_indices))})
 
 
 def read_config(args_path):

@@ -71,6 +71,8 @@ class Splits:
     test: list
     dev_indices: Optional[list]  # sorted indices into train_pool when dev was carved from it
     calib_indices: list          # sorted indices into train_pool
+    excluded_indices: tuple = ()  # indices into the unchanged train split, dropped from it
+    flipped_indices: tuple = ()   # indices into `train` whose labels were flipped (noise)
 
 
 # ---------------------------------------------------------------- dataset specs
@@ -710,6 +712,15 @@ def _split_off_test(examples, seed):
     return [examples[i] for i in order[:n_train]], [examples[i] for i in order[n_train:]]
 
 
+def _role_format(dataset_format, given_path):
+    """The reader format of one split: a pair dataset's file may be replaced by a pair
+    file of the other format (cad-snli's tsv training pairs evaluated on SNLI's jsonl
+    dev and test, as Rajani et al. 2020 did)."""
+    if given_path and dataset_format in PAIR_FORMATS and file_format(given_path) in PAIR_FORMATS:
+        return file_format(given_path)
+    return dataset_format
+
+
 def _sorted_label_names(record_lists):
     """Distinct labels of all records, sorted numerically when all are integers."""
     labels = {label for records in record_lists for _, label in records}
@@ -766,8 +777,8 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
                        snli_majority=snli_majority,
                        integer_labels=reader_format == 'labeled_lines' and name != 'custom',
                        label_names=spec['label_names'])
-    read = _READERS[reader_format]
-    records = {role: read(path, reading) for role, path in paths.items() if path is not None}
+    records = {role: _READERS[_role_format(reader_format, given.get(role))](path, reading)
+               for role, path in paths.items() if path is not None}
     for role, role_records in records.items():
         if not role_records:
             raise UserError('{}: {} has no usable examples; check the file'.format(
@@ -850,3 +861,38 @@ def make_splits(dataset, seed=777, dev_fraction=0.1, n_calib=1000, select_on_tes
     return Splits(train=train, dev=dev, calib=[pool[i] for i in calib_indices],
                   test=dataset.test, dev_indices=dev_indices if carve_dev else None,
                   calib_indices=calib_indices)
+
+
+# ---------------------------------------------------------------- training-set changes
+def change_train(splits, n_class, exclude=(), label_noise=0.0, noise_seed=0):
+    """Splits with training examples dropped and/or labels flipped (Rajani et al. 2020).
+
+    exclude: indices into `splits.train` to drop (the removal experiment); then a
+    `label_noise` fraction of the remaining training examples, chosen with
+    RandomState(noise_seed), gets a different label drawn uniformly from the other
+    classes (the mislabeled-detection experiment). The same arguments always give
+    the same result; the new Splits records excluded_indices and flipped_indices.
+    """
+    n_train = len(splits.train)
+    exclude = sorted(set(exclude))
+    if exclude and not (0 <= exclude[0] and exclude[-1] < n_train):
+        raise UserError('--exclude-train holds indices outside the training split (0..{}); '
+                        'write indices into the training split'.format(n_train - 1))
+    if len(exclude) >= n_train:
+        raise UserError('--exclude-train drops all {} training examples; exclude fewer'
+                        .format(n_train))
+    if not 0 <= label_noise < 1:
+        raise UserError('--label-noise must be in [0, 1), got {}'.format(label_noise))
+    if label_noise > 0 and n_class < 2:
+        raise UserError('--label-noise needs at least two classes to flip between')
+    dropped = set(exclude)
+    train = [example for i, example in enumerate(splits.train) if i not in dropped]
+    rng = np.random.RandomState(noise_seed)
+    flipped = sorted(rng.choice(len(train), int(round(label_noise * len(train))),
+                                replace=False).tolist())
+    for i in flipped:
+        tokens, label = train[i]
+        train[i] = (tokens, int((label + rng.randint(1, n_class)) % n_class))
+    return Splits(train=train, dev=splits.dev, calib=splits.calib, test=splits.test,
+                  dev_indices=splits.dev_indices, calib_indices=splits.calib_indices,
+                  excluded_indices=tuple(exclude), flipped_indices=tuple(flipped))

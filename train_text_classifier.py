@@ -83,6 +83,12 @@ def parse_args(argv=None):
                         help='custom data: accept dev/test labels that the training file lacks')
     parser.add_argument('--snli-majority', action='store_true',
                         help="keep SNLI pairs with gold label '-' using the annotator majority")
+    parser.add_argument('--exclude-train', type=os.path.abspath, default=None,
+                        help='JSON list of training-split indices to drop (removal experiment)')
+    parser.add_argument('--label-noise', type=nlp_utils.fraction, default=0.0,
+                        help='fraction of training labels to flip, in [0, 1)')
+    parser.add_argument('--label-noise-seed', type=nlp_utils.non_negative_int, default=0,
+                        help='seed choosing the flipped examples and their new labels')
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument('--force', action='store_true',
                           help='replace an existing result folder of this tool once the new run '
@@ -163,6 +169,7 @@ def write_setup(out, config, vocab, splits, dataset):
         'dev_indices': None if splits.dev_indices is None else list(map(int, splits.dev_indices)),
         'n_train_pool': len(dataset.train_pool), 'seed': config['seed']})
     nlp_utils.atomic_write_json(os.path.join(out, 'args.json'), config)
+    model_setup.write_train_changes(out, splits)
 
 
 def make_trainer(config, model, train, dev, device, out):

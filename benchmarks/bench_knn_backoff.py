@@ -1,0 +1,102 @@
+"""kNN backoff's added cost per test example vs the model's own forward pass.
+
+    python benchmarks/bench_knn_backoff.py --model-setup results/stsa.binary_cnn/args.json \
+        results/cad-snli_cnn/args.json
+
+For each model, over its whole test split in batches: (a) the model's forward pass
+(every layer, which it computes anyway to get the logits); (b) what backoff adds on
+top: normalising the hidden layer, exact faiss search (IndexFlatL2) for the k nearest
+training examples, p_knn and the switch. Each is timed --repeats times in this one run
+and the median is kept; the script prints microseconds per example and the ratio b/a
+(the target is at most 1x extra). Building the index is a one-off and reported apart.
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+import knn_representations as knn  # noqa: E402
+import model_setup  # noqa: E402
+import nlp_utils  # noqa: E402
+import scaling  # noqa: E402
+from tables import markdown_table, write_table  # noqa: E402
+
+
+def median_seconds(function, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def bench(setup, k, temperature, tau, layer, batchsize, repeats):
+    inputs = [x for x, _ in setup.test]
+    start = time.perf_counter()
+    classifier = knn.classifier_from_setup(setup, layer, batchsize)
+    build_seconds = time.perf_counter() - start
+    activations = setup.model.layer_activations(inputs, batchsize)    # warm-up
+
+    def forward():
+        for start in range(0, len(inputs), batchsize):
+            setup.model.layer_activations(inputs[start:start + batchsize], batchsize)
+
+    def added():
+        for start in range(0, len(inputs), batchsize):
+            batch = [layer_[start:start + batchsize] for layer_ in activations]
+            model_proba = scaling.softmax(batch[-1])
+            knn_proba = classifier.probabilities(batch[layer], k, temperature)
+            knn.backoff_predictions(model_proba, knn_proba, model_proba.max(axis=1), tau)
+
+    forward_s, added_s = median_seconds(forward, repeats), median_seconds(added, repeats)
+    per = 1e6 / len(inputs)
+    return {'dataset': setup.config['dataset'], 'model': setup.config['model'],
+            'n_train': classifier.n_train, 'n_test': len(inputs), 'k': k,
+            'forward_us_per_example': round(forward_s * per, 1),
+            'backoff_added_us_per_example': round(added_s * per, 1),
+            'added_over_forward': round(added_s / forward_s, 3),
+            'index_build_s': round(build_seconds, 2)}
+
+
+def parse_args(argv=None):
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--model-setup', nargs='+', required=True, help='results/RUN/args.json ...')
+    parser.add_argument('--k', type=nlp_utils.positive_int, nargs='+', default=[16, 64],
+                        help='neighbours (one timing each)')
+    parser.add_argument('--temperature', type=nlp_utils.positive_number, default=10.0,
+                        help='T of the kNN softmax')
+    parser.add_argument('--tau', type=float, default=0.5, help='backoff threshold')
+    parser.add_argument('--layer', type=int, default=-2, help='activation layer')
+    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
+                        help='inputs per model batch')
+    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=5,
+                        help='timings per measurement (their median counts)')
+    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
+    parser.add_argument('--out', default='results/bench_knn_backoff',
+                        help='table path without .md/.csv')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rows = []
+    for path in args.model_setup:
+        setup = model_setup.load_setup(path, data_dir=args.data_dir)
+        for k in args.k:
+            rows.append(bench(setup, k, args.temperature, args.tau, args.layer, args.batchsize,
+                              args.repeats))
+            print('{dataset} {model} k={k}: forward {forward_us_per_example} us/example, '
+                  'backoff adds {backoff_added_us_per_example} us/example = '
+                  '{added_over_forward}x the forward pass'.format(**rows[-1]))
+    header = ('# kNN backoff: added cost per test example vs the forward pass (CPU, batch {}, '
+              'median of {} runs, exact faiss)\n\nProduced by: `python {}`\n'.format(
+                  args.batchsize, args.repeats, ' '.join(sys.argv)))
+    write_table(args.out, rows, list(rows[0]), header)
+    print(markdown_table(rows, list(rows[0])))
+
+
+if __name__ == '__main__':
+    nlp_utils.run_cli(main)

@@ -1,0 +1,129 @@
+"""Influential and mislabeled training examples from kNN representations (Rajani et al. 2020).
+
+Builds on knn_representations: which training examples the kNN retrieves (per example
+and over a whole split), which to remove in the removal experiment, and the detection
+of mislabeled training examples with the paper's rule and two rankings to compare
+against. Methods return plain arrays and dicts; rendering is in knn_report.py.
+"""
+import numpy as np
+
+import dknn
+import knn_representations as knn
+import scaling
+from nlp_utils import UserError
+
+
+# ---------------------------------------------------------------- influence
+def retrieval_counts(indices, n_train):
+    """How often each training example is among the neighbours: (M, k) -> (N,) int64."""
+    return np.bincount(np.asarray(indices).ravel(), minlength=n_train).astype(np.int64)
+
+
+def most_retrieved(counts, n):
+    """The n training indices retrieved most often; ties go to the smaller index."""
+    return np.lexsort((np.arange(len(counts)), -np.asarray(counts)))[:n]
+
+
+def removal_sets(counts, fraction, seed):
+    """(the round(fraction * N) most retrieved training indices, as many random ones
+    drawn with RandomState(seed)), both sorted."""
+    n = int(round(fraction * len(counts)))
+    random = np.random.RandomState(seed).choice(len(counts), n, replace=False)
+    return np.sort(most_retrieved(counts, n)), np.sort(random)
+
+
+def training_set_counts(classifier, train_vectors, k=16):
+    """Retrieval counts over the training set itself (each example's k nearest other
+    training examples, itself left out), as in the paper's removal experiment."""
+    neighbors = classifier.neighbors(train_vectors, k, leave_self_out=True)
+    return retrieval_counts(neighbors.indices, classifier.n_train)
+
+
+def explanations(classifier, vectors, k, temperature=1.0):
+    """For M examples: their k nearest training examples and the kNN vote.
+    Returns (Neighbors with k columns, p_knn (M, C))."""
+    neighbors = classifier.neighbors(vectors, k)
+    return neighbors, knn.knn_probabilities(neighbors, classifier.n_class, temperature)
+
+
+# ---------------------------------------------------------------- mislabeled examples
+def candidate_mislabeled(model_predictions, nearest):
+    """The paper's rule: for each evaluated example whose model prediction differs from
+    the label of its nearest training example, that training example is a candidate.
+    model_predictions (M,), nearest: Neighbors with k >= 1 -> sorted unique indices."""
+    disagree = np.asarray(model_predictions) != nearest.labels[:, 0]
+    return np.unique(nearest.indices[disagree, 0])
+
+
+def detection_scores(candidates, flipped):
+    """Precision, recall and F1 of a candidate set against the flipped set."""
+    candidates, flipped = set(map(int, candidates)), set(map(int, flipped))
+    hits = len(candidates & flipped)
+    precision = hits / len(candidates) if candidates else 0.0
+    recall = hits / len(flipped) if flipped else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {'precision': precision, 'recall': recall, 'f1': f1,
+            'n_candidates': len(candidates), 'n_flipped': len(flipped), 'n_hits': hits}
+
+
+def recall_at_fractions(ranking, flipped, fractions):
+    """Recall of the flipped set among the first fraction * N of `ranking` (all N
+    training indices, most suspicious first), for each fraction: (F,) floats."""
+    is_flipped = np.zeros(len(ranking), dtype=bool)
+    is_flipped[np.asarray(flipped, dtype=np.int64)] = True
+    found = np.concatenate([[0], np.cumsum(is_flipped[np.asarray(ranking)])])
+    inspected = np.round(np.asarray(fractions) * len(ranking)).astype(int)
+    return found[inspected] / max(1, is_flipped.sum())
+
+
+def training_losses(train_proba, train_labels):
+    """Cross-entropy of each training example at its (possibly flipped) label: (N,)."""
+    picked = train_proba[np.arange(len(train_labels)), train_labels]
+    return -np.log(np.maximum(picked, 1e-12))
+
+
+def loss_ranking(losses):
+    """The paper's baseline: highest training loss first (ties: smaller index)."""
+    return np.lexsort((np.arange(len(losses)), -losses))
+
+
+def self_vote_ranking(classifier, train_vectors, losses, k=16):
+    """Our ranking: how much an example's k nearest other training examples vote against
+    its own label (1 - p_knn(own label), uniform weights, itself left out), ties broken
+    by the higher training loss, then the smaller index."""
+    neighbors = classifier.neighbors(train_vectors, k, leave_self_out=True)
+    vote = knn.knn_probabilities(neighbors, classifier.n_class, np.inf)
+    against = 1 - vote[np.arange(classifier.n_train), classifier.labels]
+    return np.lexsort((np.arange(len(losses)), -losses, -against))
+
+
+FRACTIONS = np.round(np.linspace(0, 1, 101), 2)
+
+
+def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16):
+    """Detection of the training labels flipped by --label-noise, on the dev split.
+
+    Returns the paper's candidate set with precision/recall/F1, and recall curves over
+    FRACTIONS for the training-loss baseline and for self_vote_ranking."""
+    flipped = np.asarray(setup.splits.flipped_indices, dtype=np.int64)
+    if len(flipped) == 0:
+        raise UserError('{} was trained without flipped labels; re-train with '
+                            '--label-noise 0.1'.format(setup.result_dir))
+    if not setup.splits.dev:
+        raise UserError('{}: the dev split has no examples; the detection rule needs one'
+                            .format(setup.result_dir))
+    train_vectors, train_labels = dknn.train_activations(setup, 'gold', batchsize)
+    knn.check_layer(layer, len(train_vectors))
+    classifier = knn.KnnClassifier(train_vectors[layer], train_labels, setup.config['n_class'])
+    dev_activations, dev_proba = knn.split_outputs(setup, setup.dev, batchsize)
+    nearest = classifier.neighbors(dev_activations[layer], 1)
+    candidates = candidate_mislabeled(dev_proba.argmax(axis=1), nearest)
+    losses = training_losses(scaling.softmax(train_vectors[-1]), classifier.labels)
+    rankings = {'training loss': loss_ranking(losses),
+                'kNN self-vote': self_vote_ranking(classifier, train_vectors[layer], losses,
+                                                   k_self)}
+    return {'candidates': candidates, 'flipped': flipped,
+            'scores': detection_scores(candidates, flipped),
+            'fraction_inspected': len(candidates) / classifier.n_train,
+            'curves': {name: recall_at_fractions(ranking, flipped, FRACTIONS)
+                       for name, ranking in rankings.items()}}

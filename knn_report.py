@@ -1,0 +1,92 @@
+"""Rendering for kNN representations: explanation records (JSON), their HTML page, the
+mislabeled-detection recall figure and the backoff table rows.
+
+Reuses saliency_report.py's page style and text helpers; every text is escaped.
+"""
+import html
+
+import numpy as np
+
+import saliency_report
+import nlp_utils
+import plots  # noqa: I100 (selects the headless backend before pyplot is imported)
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def explanation_records(examples, positions, model_proba, neighbors, knn_proba, train_examples,
+                        label_names, vocab):
+    """One JSON-ready dict per explained example: its text, gold label, model and kNN
+    predictions, the kNN vote per label and its k nearest training examples.
+
+    examples: token-level (tokens, label) of the split; positions: the explained rows
+    (M,); model_proba, knn_proba (M, C); neighbors: Neighbors (M, k)."""
+    text = lambda tokens: saliency_report.example_text(tokens, vocab)
+    records = []
+    for row, position in enumerate(positions):
+        tokens, gold = examples[position]
+        records.append({
+            'example': int(position), 'text': text(tokens), 'gold': label_names[gold],
+            'model_prediction': label_names[int(model_proba[row].argmax())],
+            'model_probability': float(model_proba[row].max()),
+            'knn_prediction': label_names[int(knn_proba[row].argmax())],
+            'knn_vote': {name: float(p) for name, p in zip(label_names, knn_proba[row])},
+            'neighbors': [{'train_index': int(i), 'text': text(train_examples[i][0]),
+                           'label': label_names[int(label)], 'sq_distance': float(d)}
+                          for i, label, d in zip(neighbors.indices[row], neighbors.labels[row],
+                                                 neighbors.sq_distances[row])]})
+    return records
+
+
+def _record_html(record):
+    vote = ', '.join('{} {:.3f}'.format(html.escape(name), p)
+                     for name, p in record['knn_vote'].items())
+    rows = ''.join('<tr><td>{}</td><td>{}</td><td class="prediction">{}</td>'
+                   '<td class="prediction">{:.2f}</td></tr>'.format(
+                       n + 1, html.escape(item['text']), html.escape(item['label']),
+                       item['sq_distance'])
+                   for n, item in enumerate(record['neighbors']))
+    return ('<section><div>Example {} — gold: <b>{}</b></div><div>{}</div>'
+            '<table><tr><td class="method">model</td><td class="prediction">{} ({:.3f})</td></tr>'
+            '<tr><td class="method">kNN vote</td><td class="prediction">{} ({})</td></tr></table>'
+            '<div class="neighbors">Nearest training examples (label, squared distance):'
+            '<table>{}</table></div></section>').format(
+                record['example'], html.escape(record['gold']), html.escape(record['text']),
+                html.escape(record['model_prediction']), record['model_probability'],
+                html.escape(record['knn_prediction']), vote, rows)
+
+
+def explanation_html(records, title):
+    """A self-contained HTML page in the style of the saliency maps."""
+    body = '\n'.join(_record_html(record) for record in records)
+    return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
+            '<style>{style}</style></head>\n<body><h1>{title}</h1>\n{body}\n</body></html>\n'
+            ).format(title=html.escape(title), style=saliency_report.HTML_STYLE, body=body)
+
+
+def write_explanations(path_stem, records, title):
+    nlp_utils.atomic_write_json(path_stem + '.json', records)
+    nlp_utils.atomic_write_text(path_stem + '.html', explanation_html(records, title))
+
+
+def recall_figure(path, fractions, curves, points, title):
+    """The paper's Figure 4: recall of the flipped labels vs fraction of the training
+    set inspected. curves: {ranking name: [(F,) recall per seed]} drawn as the seed
+    mean with the seed range shaded; points: [(fraction, recall)] of the kNN rule."""
+    figure, axes = plt.subplots(figsize=(5.5, 4.5))
+    for name, per_seed in curves.items():
+        per_seed = np.asarray(per_seed)
+        line, = axes.plot(fractions, per_seed.mean(axis=0), label='{} ranking (mean of {} seeds)'
+                          .format(name, len(per_seed)))
+        axes.fill_between(fractions, per_seed.min(axis=0), per_seed.max(axis=0),
+                          color=line.get_color(), alpha=0.2)
+    xs, ys = zip(*points)
+    axes.scatter(xs, ys, color='black', marker='*', s=90, zorder=3,
+                 label='kNN rule, k=1 on dev (one point per seed)')
+    axes.plot([0, 1], [0, 1], linestyle=':', color='gray', label='random ranking')
+    axes.set_xlim(0, 1)
+    axes.set_ylim(0, 1.02)
+    axes.set_xlabel('fraction of the training set inspected')
+    axes.set_ylabel('recall of the flipped labels')
+    axes.set_title(title)
+    axes.legend(loc='lower right', fontsize='small')
+    plots.save_figure(figure, path)

@@ -1,0 +1,273 @@
+"""kNN over a model's hidden representations (Rajani et al. 2020): classifier and backoff.
+
+The training split's activations of one layer (by default the last hidden layer, the one
+before the logits) are normalised dataset-wise with the training mean and standard
+deviation, indexed with exact faiss search, and turned into a classifier:
+
+    d_i        = ||h~ - h~_i||^2 over the k nearest training examples K
+    w_i        = softmax_{i in K}(-d_i / T)
+    p_knn(y|x) = sum_{i in K, y_i = y} w_i
+
+Backoff keeps the model's prediction where a switch signal (the model's max softmax
+probability, or DkNN credibility) is strictly greater than a threshold tau, else takes
+the kNN's. k, T and tau are tuned on the dev split only. Methods take and return plain
+arrays; `knn_influence` builds on this module.
+"""
+import dataclasses
+
+import numpy as np
+
+import dknn
+import knn_index
+import scaling
+from nlp_utils import UserError
+
+EPSILON = 1e-5                      # the paper's epsilon in (h - mu) / (sigma + epsilon)
+PAPER_KS = (16, 64)                 # the k of the paper's Table 4
+TEMPERATURES = (0.1, 1.0, 10.0, 100.0, 1000.0)
+THRESHOLDS = tuple(np.round(np.linspace(0, 1, 101), 2))
+
+
+def check_k(k, n_train, flag='--k'):
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n_train:
+        raise UserError('{} must be an integer from 1 to the {} training examples, got {!r}; '
+                        'pass a smaller {}'.format(flag, n_train, k, flag))
+
+
+def check_temperature(temperature, flag='--temperature'):
+    if not temperature > 0:
+        raise UserError('{} must be > 0, got {}; pass a positive temperature'.format(
+            flag, temperature))
+
+
+def check_threshold(threshold, flag='--tau'):
+    if not 0 <= threshold <= 1:
+        raise UserError('{} must be in [0, 1], got {}; pass a probability'.format(flag, threshold))
+
+
+@dataclasses.dataclass
+class Normalizer:
+    """Dataset-wise normalisation (h - mean) / scale with scale = std + EPSILON.
+    A dimension constant over the training set (std 0, e.g. a dead ReLU) gets scale
+    1 + EPSILON instead, so it cannot blow up a test example's distances."""
+    mean: np.ndarray    # (D,)
+    scale: np.ndarray   # (D,)
+
+    @classmethod
+    def fit(cls, vectors):
+        """vectors: training activations (N, D)."""
+        vectors = np.asarray(vectors, dtype=np.float64)
+        std = vectors.std(axis=0)
+        return cls(vectors.mean(axis=0), np.where(std > 0, std, 1.0) + EPSILON)
+
+    def __call__(self, vectors):
+        """(M, D) -> normalised float32 (M, D)."""
+        return ((np.asarray(vectors, dtype=np.float64) - self.mean) / self.scale).astype(np.float32)
+
+
+@dataclasses.dataclass
+class Neighbors:
+    """The k nearest training examples of M queries, nearest first."""
+    sq_distances: np.ndarray   # (M, k) float64 squared Euclidean, normalised space
+    indices: np.ndarray        # (M, k) int64 rows of the training split
+    labels: np.ndarray         # (M, k) int64 their training labels
+
+    def first(self, k):
+        """The k nearest of these (k <= the k searched)."""
+        return Neighbors(self.sq_distances[:, :k], self.indices[:, :k], self.labels[:, :k])
+
+
+class KnnClassifier:
+    """Normalised training representations in an exact faiss index, with their labels."""
+
+    def __init__(self, train_vectors, train_labels, n_class):
+        """train_vectors (N, D) activations, train_labels (N,) ints in [0, n_class)."""
+        self.normalizer = Normalizer.fit(train_vectors)
+        self.index = knn_index.make_index('faiss', kind='flat').build(
+            self.normalizer(train_vectors))
+        self.labels = np.asarray(train_labels, dtype=np.int64)
+        self.n_class = n_class
+
+    @property
+    def n_train(self):
+        return len(self.labels)
+
+    def neighbors(self, vectors, k, leave_self_out=False):
+        """k nearest training examples of raw activations `vectors` (M, D).
+
+        leave_self_out=True: the queries are the training vectors themselves, in order
+        (M == N), and each one's own row is left out of its neighbours. Where exact
+        duplicates crowd it out of the k+1 searched, the (equally near) last is dropped."""
+        check_k(k, self.n_train - int(leave_self_out))
+        if leave_self_out and len(vectors) != self.n_train:
+            raise ValueError('leave_self_out needs the {} training vectors as queries, got {}'
+                             .format(self.n_train, len(vectors)))
+        distances, indices = self.index.search(self.normalizer(vectors), k + int(leave_self_out))
+        if leave_self_out:
+            own = indices == np.arange(len(indices))[:, None]
+            own[~own.any(axis=1), -1] = True          # self not among them: drop the last
+            distances = distances[~own].reshape(len(indices), k)
+            indices = indices[~own].reshape(len(indices), k)
+        return Neighbors(distances.astype(np.float64) ** 2, indices, self.labels[indices])
+
+    def probabilities(self, vectors, k, temperature):
+        """p_knn (M, C) for raw activations (M, D)."""
+        return knn_probabilities(self.neighbors(vectors, k), self.n_class, temperature)
+
+
+def knn_probabilities(neighbors, n_class, temperature):
+    """Neighbors over M queries -> p_knn (M, C): softmax of -d/T over each row's k
+    neighbours, summed per label."""
+    check_temperature(temperature)
+    logits = -neighbors.sq_distances / temperature
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))   # stable softmax
+    weights /= weights.sum(axis=1, keepdims=True)
+    rows = np.repeat(np.arange(len(weights)), weights.shape[1])
+    probabilities = np.zeros((len(weights), n_class))
+    np.add.at(probabilities, (rows, neighbors.labels.ravel()), weights.ravel())
+    return probabilities
+
+
+def backoff_predictions(model_proba, knn_proba, signal, threshold):
+    """(M,) predictions: the model's argmax where signal > threshold (strictly), else the
+    kNN's. signal (M,): e.g. model_proba.max(axis=1) (the paper) or DkNN credibility."""
+    check_threshold(threshold)
+    keep = np.asarray(signal) > threshold
+    return np.where(keep, np.argmax(model_proba, axis=1), np.argmax(knn_proba, axis=1))
+
+
+def k_grid(n_train):
+    """The tuned ks: powers of two below 1% of the training set (at least k=1), plus the
+    paper's 16 and 64; none above n_train."""
+    ks = {1} | {2 ** p for p in range(1, 20) if 2 ** p < 0.01 * n_train} | set(PAPER_KS)
+    return sorted(k for k in ks if k <= n_train)
+
+
+@dataclasses.dataclass
+class BackoffChoice:
+    """Hyperparameters chosen on dev, and the dev accuracy they give."""
+    k: int
+    temperature: float
+    threshold: float
+    dev_accuracy: float
+    dev_model_accuracy: float
+
+
+def tune_backoff(model_proba, neighbors, labels, signal, n_class, ks, temperatures=TEMPERATURES,
+                 thresholds=THRESHOLDS):
+    """Grid search over (k, T, threshold) for the best backoff accuracy on dev.
+
+    model_proba (M, C), neighbors: Neighbors of the M dev examples with k >= max(ks),
+    labels (M,), signal (M,). Ties go to the smaller threshold (fewer switches), then
+    the smaller k, then the smaller T."""
+    labels = np.asarray(labels)
+    if len(labels) == 0:
+        raise UserError('the dev split has no examples; tuning k, T and tau needs a dev '
+                        'split (re-train with a dataset that has one or --dev-fraction > 0)')
+    thresholds = np.asarray(thresholds, dtype=np.float64)
+    model_correct = np.argmax(model_proba, axis=1) == labels
+    keep = np.asarray(signal)[:, None] > thresholds[None, :]             # (M, n_thresholds)
+    best = None
+    for k in ks:
+        for temperature in temperatures:
+            knn_correct = np.argmax(knn_probabilities(neighbors.first(k), n_class, temperature),
+                                    axis=1) == labels
+            n_correct = np.where(keep, model_correct[:, None], knn_correct[:, None]).sum(axis=0)
+            t = int(np.argmax(n_correct))                 # first maximum: smallest threshold
+            key = (-int(n_correct[t]), thresholds[t], k, temperature)
+            if best is None or key < best:
+                best = key
+    n_correct, threshold, k, temperature = best
+    return BackoffChoice(int(k), float(temperature), float(threshold), -n_correct / len(labels),
+                         float(model_correct.mean()))
+
+
+def backoff_scores(model_proba, knn_proba, signal, threshold, labels):
+    """Accuracies of model, kNN and backoff over all M examples and over those at or
+    below the threshold (where backoff switches to the kNN)."""
+    labels = np.asarray(labels)
+    model = np.argmax(model_proba, axis=1) == labels
+    knn = np.argmax(knn_proba, axis=1) == labels
+    combined = backoff_predictions(model_proba, knn_proba, signal, threshold) == labels
+    below = np.asarray(signal) <= threshold
+    mean = lambda correct: float(correct.mean()) if len(correct) else None
+    return {'model_accuracy': mean(model), 'knn_accuracy': mean(knn),
+            'backoff_accuracy': mean(combined), 'n_examples': int(len(labels)),
+            'n_below': int(below.sum()), 'model_accuracy_below': mean(model[below]),
+            'backoff_accuracy_below': mean(combined[below])}
+
+
+# ---------------------------------------------------------------- a trained model
+def check_layer(layer, n_layers):
+    if not -n_layers <= layer < n_layers:
+        raise UserError('--layer {} does not exist: the model has {} layers (-{}..{}); the '
+                        'last hidden layer is -2'.format(layer, n_layers, n_layers, n_layers - 1))
+
+
+def classifier_from_setup(setup, layer=-2, batchsize=64):
+    """KnnClassifier over the training split's `layer` activations (the DkNN cache)."""
+    activations, labels = dknn.train_activations(setup, 'gold', batchsize)
+    check_layer(layer, len(activations))
+    return KnnClassifier(activations[layer], labels, setup.config['n_class'])
+
+
+def split_outputs(setup, examples, batchsize=64):
+    """(every layer's activations [(M, D_l)], softmax probabilities (M, C)) for encoded
+    (ids, label) examples, from one forward pass."""
+    activations = dknn.checked_activations(setup.model.layer_activations(
+        [x for x, _ in examples], batchsize), 'evaluation')
+    return activations, scaling.softmax(activations[-1])
+
+
+def labels_of(examples):
+    return np.array([y for _, y in examples], dtype=np.int64)
+
+
+def tuned_backoff(classifier, layer, dev, test, signals, grid=None):
+    """Tune (k, T, tau) on dev and score on test for one switch signal.
+    dev/test: (activations, probabilities, labels); signals: (dev (M,), test (M',));
+    grid: {'ks', 'temperatures', 'thresholds'}, each None for the default grid."""
+    grid = grid or {}
+    ks = grid.get('ks') or k_grid(classifier.n_train)
+    for k in ks:
+        check_k(k, classifier.n_train)
+    dev_neighbors = classifier.neighbors(dev[0][layer], max(ks))
+    choice = tune_backoff(dev[1], dev_neighbors, dev[2], signals[0], classifier.n_class, ks,
+                          grid.get('temperatures') or TEMPERATURES,
+                          grid.get('thresholds') or THRESHOLDS)
+    test_knn = classifier.probabilities(test[0][layer], choice.k, choice.temperature)
+    scores = backoff_scores(test[1], test_knn, signals[1], choice.threshold, test[2])
+    return dict(dataclasses.asdict(choice), **scores)
+
+
+def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, temperature=None,
+                       tau=None):
+    """The paper's kNN backoff on a trained model, and DkNN credibility as the switch.
+
+    Returns {'confidence': ..., 'credibility': ... or None}: each the chosen k, T,
+    threshold and dev accuracy (see BackoffChoice) plus the test scores of
+    backoff_scores. Credibility needs the model's calibration split (--n-calib > 0).
+    k, temperature, tau: fixed values instead of tuning them (tau: the confidence switch)."""
+    if temperature is not None:
+        check_temperature(temperature)
+    if tau is not None:
+        check_threshold(tau)
+    grid = {'ks': None if k is None else [k],
+            'temperatures': None if temperature is None else [temperature]}
+    if not setup.splits.dev:
+        raise UserError('{}: the dev split has no examples; tuning k, T and tau needs one '
+                        '(re-train with --dev-fraction > 0)'.format(setup.result_dir))
+    classifier = classifier_from_setup(setup, layer, batchsize)
+    dev, test = ((*split_outputs(setup, examples, batchsize), labels_of(examples))
+                 for examples in (setup.dev, setup.test))
+    confidence = (dev[1].max(axis=1), test[1].max(axis=1))
+    result = {'confidence': tuned_backoff(classifier, layer, dev, test, confidence,
+                                          dict(grid, thresholds=None if tau is None else [tau])),
+              'credibility': None, 'n_train': classifier.n_train}
+    if setup.splits.calib:
+        deep = dknn.dknn_from_setup(setup, 'faiss', min(dknn_k, classifier.n_train),
+                                    index_options={'kind': 'flat'}, batchsize=batchsize)
+        credibility = tuple(deep.predict_from_activations(split[0])['credibility']
+                            for split in (dev, test))
+        result['credibility'] = tuned_backoff(classifier, layer, dev, test, credibility, grid)
+    return result

@@ -1,0 +1,283 @@
+"""kNN representations (Rajani et al. 2020) over trained text classifiers.
+
+    python run_knn_representations.py backoff --model-setup results/cad-snli_cnn/args.json
+    python run_knn_representations.py explain --model-setup results/cad-snli_cnn/args.json
+    python run_knn_representations.py retrieved --model-setup results/cad-snli_cnn/args.json
+    python run_knn_representations.py detect --model-setup results/cad-snli_cnn_noise_s1/args.json
+
+backoff: tune k, T and tau on dev, report test accuracy of the model alone and with kNN
+backoff (and with DkNN credibility as the switch); explain: the nearest training
+examples of some examples as JSON and HTML; retrieved: the training examples retrieved
+most often over a split; detect: mislabeled-example detection on runs trained with
+--label-noise, with the paper's Figure 4.
+"""
+import argparse
+import contextlib
+import os
+import sys
+
+import numpy as np
+
+import dknn
+import knn_influence
+import knn_report
+import knn_representations as knn
+import model_setup
+import nets
+import nlp_utils
+import result_folder
+import saliency_report
+from nlp_utils import UserError
+from tables import markdown_table, write_table
+
+PAPER_TABLE4 = {'cad-snli': (75.7, 75.8), 'cad-snli-augmented': (70.5, 71.0)}   # BERT, kNN-BERT
+PAPER_TAU = {'cad-snli': 0.74, 'cad-snli-augmented': 0.53}                      # BERT
+PAPER_DETECTION = {'precision': 0.84, 'recall': 0.73, 'f1': 0.78}              # BERT, cad-snli
+
+
+def command_line():
+    return 'python ' + ' '.join(sys.argv)
+
+
+def dataset_name(config):
+    """'snli (dev-trained proxy)' for SNLI trained on its dev split, else the dataset."""
+    if config['dataset'] == 'snli' and 'dev' in os.path.basename(config.get('train_file') or ''):
+        return 'snli (dev-trained proxy)'
+    return config['dataset']
+
+
+# The result folders a command loaded stay locked until it ends: their DkNN activation
+# caches are written while it runs.
+LOCKS = contextlib.ExitStack()
+
+
+def load(args, path):
+    setup = model_setup.load_setup(path, args.gpu, args.data_dir)
+    LOCKS.enter_context(result_folder.lock(setup.result_dir, 'run_knn_representations.py'))
+    return setup
+
+
+# ---------------------------------------------------------------- backoff
+def percent(value):
+    """A fraction as a percentage; '' where there was nothing to measure (no example
+    below tau), so the table does not read 'not run'."""
+    return '' if value is None else round(100 * value, 1)
+
+
+def backoff_row(setup, result):
+    conf, cred = result['confidence'], result['credibility'] or {}
+    model = setup.config['model']
+    return {'dataset': dataset_name(setup.config), 'encoder': nets.MODEL_NAMES.get(model, model),
+            'n_train': result['n_train'], 'k': conf['k'], 'T': conf['temperature'],
+            'tau': conf['threshold'], 'model': percent(conf['model_accuracy']),
+            'knn_backoff': percent(conf['backoff_accuracy']),
+            'knn_alone': percent(conf['knn_accuracy']), 'n_test': conf['n_examples'],
+            'n_below_tau': conf['n_below'],
+            'model_below_tau': percent(conf['model_accuracy_below']),
+            'backoff_below_tau': percent(conf['backoff_accuracy_below']),
+            'credibility_threshold': cred.get('threshold'),
+            'credibility_backoff': percent(cred.get('backoff_accuracy')),
+            'n_below_credibility': cred.get('n_below'),
+            'paper_bert': PAPER_TABLE4.get(setup.config['dataset'], (None,))[0],
+            'paper_knn_bert': PAPER_TABLE4.get(setup.config['dataset'], (None, None))[1],
+            'paper_tau_bert': PAPER_TAU.get(setup.config['dataset'])}
+
+
+def table4_rows(rows):
+    """The paper's Table 4 layout: a row per model, a column per dataset."""
+    datasets = list(dict.fromkeys(row['dataset'] for row in rows))
+    table = []
+    for encoder in dict.fromkeys(row['encoder'] for row in rows):
+        for name, key in ((encoder, 'model'), ('kNN-' + encoder, 'knn_backoff')):
+            line = {'model': name}
+            line.update({d: next((r[key] for r in rows if r['dataset'] == d
+                                  and r['encoder'] == encoder), None) for d in datasets})
+            table.append(line)
+    for name, i in (('BERT (paper)', 0), ('kNN-BERT (paper)', 1)):
+        table.append(dict({'model': name},
+                          **{d: PAPER_TABLE4.get(d, ('', ''))[i] for d in datasets}))
+    return table, ['model'] + datasets
+
+
+def table5_rows(rows):
+    """The paper's Table 5 layout: the chosen tau per dataset (row) and encoder (column)."""
+    encoders = list(dict.fromkeys(row['encoder'] for row in rows))
+    table = []
+    for dataset in dict.fromkeys(row['dataset'] for row in rows):
+        line = {'dataset': dataset, 'BERT (paper)': PAPER_TAU.get(dataset, '')}
+        line.update({e: next((r['tau'] for r in rows if r['dataset'] == dataset
+                              and r['encoder'] == e), None) for e in encoders})
+        table.append(line)
+    return table, ['dataset'] + encoders + ['BERT (paper)']
+
+
+def backoff(args):
+    rows = []
+    for path in args.model_setup:
+        setup = load(args, path)
+        result = knn.backoff_experiment(setup, args.layer, args.batchsize, args.dknn_k, args.k,
+                                        args.temperature, args.tau)
+        nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'knn_backoff.json'),
+                                    dict(result, layer=args.layer))
+        rows.append(backoff_row(setup, result))
+        print('{dataset} {encoder}: model {model}  kNN backoff {knn_backoff}  (k={k}, T={T}, '
+              'tau={tau}); credibility switch {credibility_backoff}'.format(**rows[-1]))
+    header = ('# kNN backoff (Rajani et al. 2020, Tables 4 and 5): test accuracy (%)\n\n'
+              'k, T and tau (the max-softmax threshold) tuned on dev only; layer {}.\n'
+              'Produced by: `{}`\n'.format(args.layer, command_line()))
+    write_table(args.table, rows, list(rows[0]), header)
+    for suffix, (table, columns) in (('_table4', table4_rows(rows)),
+                                     ('_table5', table5_rows(rows))):
+        write_table(args.table + suffix, table, columns, header)
+        print(markdown_table(table, columns))
+
+
+# ---------------------------------------------------------------- explain / retrieved
+def split_examples(setup, split):
+    """Token-level (tokens, label) examples of a split."""
+    return {'train': setup.splits.train, 'dev': setup.splits.dev, 'test': setup.splits.test}[split]
+
+
+def explain(args):
+    setup = load(args, args.model_setup)
+    examples = split_examples(setup, args.split)
+    positions = args.examples or list(range(min(5, len(examples))))
+    if any(not 0 <= p < len(examples) for p in positions):
+        raise UserError('--examples must be indices into the {} {} examples'.format(
+            len(examples), args.split))
+    knn.check_temperature(args.temperature)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    activations, proba = knn.split_outputs(setup, setup.encode([examples[p] for p in positions]),
+                                           args.batchsize)
+    neighbors, vote = knn_influence.explanations(classifier, activations[args.layer], args.k,
+                                                 args.temperature)
+    records = knn_report.explanation_records(examples, positions, proba, neighbors, vote,
+                                             setup.splits.train, setup.label_names, setup.vocab)
+    out = args.out or os.path.join(setup.result_dir, 'knn_explanations_{}'.format(args.split))
+    knn_report.write_explanations(out, records, 'Nearest training examples: {} {} (k={})'.format(
+        dataset_name(setup.config), args.split, args.k))
+    print('wrote {0}.json and {0}.html'.format(out))
+
+
+def retrieved(args):
+    setup = load(args, args.model_setup)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    if args.split == 'train':
+        train_vectors = dknn.train_activations(setup, 'gold', args.batchsize)[0][args.layer]
+        counts = knn_influence.training_set_counts(classifier, train_vectors, args.k)
+    else:
+        activations, _ = knn.split_outputs(setup, setup.encode(split_examples(setup, args.split)),
+                                           args.batchsize)
+        counts = knn_influence.retrieval_counts(
+            classifier.neighbors(activations[args.layer], args.k).indices, classifier.n_train)
+    rows = [{'rank': rank + 1, 'train_index': int(i), 'times_retrieved': int(counts[i]),
+             'label': setup.label_names[setup.splits.train[i][1]],
+             'text': saliency_report.example_text(setup.splits.train[i][0],
+                                                             setup.vocab)}
+            for rank, i in enumerate(knn_influence.most_retrieved(counts, args.top))]
+    out = args.out or os.path.join(setup.result_dir, 'knn_retrieved_{}'.format(args.split))
+    header = ('# Training examples retrieved most often: {} {} split, k={}\n\nProduced by: '
+              '`{}`\n'.format(dataset_name(setup.config), args.split, args.k, command_line()))
+    write_table(out, rows, ['rank', 'train_index', 'times_retrieved', 'label', 'text'], header)
+    print(markdown_table(rows, ['rank', 'times_retrieved', 'label', 'text']))
+
+
+# ---------------------------------------------------------------- detect
+def detection_row(setup, result):
+    """One seed's scores, and each ranking's recall at the rule's fraction and at 10%."""
+    scores = result['scores']
+    row = {'run': os.path.basename(setup.result_dir), 'dataset': dataset_name(setup.config),
+           'seed': setup.config.get('label_noise_seed'),
+           **{key: round(scores[key], 3) for key in ('precision', 'recall', 'f1')},
+           'n_candidates': scores['n_candidates'], 'n_flipped': scores['n_flipped'],
+           'fraction_inspected': round(result['fraction_inspected'], 3)}
+    for name, curve in result['curves'].items():
+        recall_at = lambda fraction: round(float(np.interp(fraction, knn_influence.FRACTIONS,
+                                                           curve)), 3)
+        name = name.replace(' ', '_')
+        row['recall_{}_same_fraction'.format(name)] = recall_at(result['fraction_inspected'])
+        row['recall_{}_at_10pct'.format(name)] = recall_at(0.1)
+    return row
+
+
+def detect(args):
+    rows, curves, points = [], {}, []
+    for path in args.model_setup:
+        setup = load(args, path)
+        result = knn_influence.mislabeled_experiment(setup, args.layer, args.batchsize)
+        rows.append(detection_row(setup, result))
+        points.append((result['fraction_inspected'], result['scores']['recall']))
+        for name, curve in result['curves'].items():
+            curves.setdefault(name, []).append(curve)
+    mean = {key: round(float(np.mean([r[key] for r in rows])), 3) for key in rows[0]
+            if key not in ('run', 'dataset', 'seed')}
+    rows.append(dict(mean, run='mean', dataset=rows[0]['dataset'], seed=''))
+    if rows[0]['dataset'] == 'cad-snli':
+        rows.append(dict({key: '' for key in rows[0]}, run='paper (BERT)',
+                         dataset='cad-snli', **PAPER_DETECTION))
+    header = ('# Mislabeled-example detection (Rajani et al. 2020): 10% of training labels '
+              'flipped\n\nCandidates: nearest training example (k=1) of each dev example whose '
+              'model prediction disagrees with its label.\nProduced by: `{}`\n'.format(
+                  command_line()))
+    write_table(args.out, rows, list(rows[0]), header)
+    knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
+                             'Flipped-label recall, {} ({} seeds)'.format(rows[0]['dataset'],
+                                                                         len(points)))
+    print(markdown_table(rows, list(rows[0])))
+
+
+# ---------------------------------------------------------------- flags
+def parse_args(argv=None):
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument('--layer', type=int, default=-2,
+                        help='activation layer (default -2: the last hidden layer)')
+    common.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
+                        help='inputs per model batch')
+    common.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
+    common.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
+    commands = parser.add_subparsers(dest='command', required=True)
+    sub = commands.add_parser('backoff', parents=[common], help='kNN backoff, Tables 4 and 5')
+    sub.add_argument('--model-setup', nargs='+', required=True, help='results/RUN/args.json ...')
+    sub.add_argument('--dknn-k', type=nlp_utils.positive_int, default=75,
+                     help='DkNN neighbours per layer for the credibility switch')
+    sub.add_argument('--k', type=int, default=None, help='fixed k (default: tuned on dev)')
+    sub.add_argument('--temperature', type=float, default=None, help='fixed T (default: tuned)')
+    sub.add_argument('--tau', type=float, default=None, help='fixed tau (default: tuned)')
+    sub.add_argument('--table', default='results/knn_backoff', help='output path without suffix')
+    sub.set_defaults(run=backoff)
+    sub = commands.add_parser('explain', parents=[common], help='nearest training examples')
+    sub.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    sub.add_argument('--split', choices=('train', 'dev', 'test'), default='test',
+                     help='the examples whose neighbours are retrieved')
+    sub.add_argument('--examples', type=int, nargs='*', help='indices (default: the first 5)')
+    sub.add_argument('--k', type=nlp_utils.positive_int, default=16, help='neighbours')
+    sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
+    sub.add_argument('--out', default=None, help='output path without .json/.html')
+    sub.set_defaults(run=explain)
+    sub = commands.add_parser('retrieved', parents=[common],
+                              help='most retrieved training examples')
+    sub.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    sub.add_argument('--split', choices=('train', 'dev', 'test'), default='test',
+                     help='the examples whose neighbours are retrieved')
+    sub.add_argument('--k', type=nlp_utils.positive_int, default=16, help='neighbours')
+    sub.add_argument('--top', type=nlp_utils.positive_int, default=20,
+                     help='how many training examples to list')
+    sub.add_argument('--out', default=None, help='output path without .md/.csv')
+    sub.set_defaults(run=retrieved)
+    sub = commands.add_parser('detect', parents=[common], help='mislabeled examples, Figure 4')
+    sub.add_argument('--model-setup', nargs='+', required=True,
+                     help='runs trained with --label-noise (one per seed)')
+    sub.add_argument('--out', default='results/knn_mislabeled', help='path without suffix')
+    sub.set_defaults(run=detect)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    with LOCKS:
+        args.run(args)
+
+
+if __name__ == '__main__':
+    nlp_utils.run_cli(main)

@@ -1,0 +1,118 @@
+"""run_knn_representations.py on tiny models trained on synthetic data."""
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+
+import knn_representations as knn
+import model_setup
+import run_knn_representations as cli
+import train_text_classifier
+from nlp_utils import UserError
+from test_end_to_end import synthetic_lines
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('knn')
+    (folder / 'train.txt').write_text(synthetic_lines(200, 0))
+    (folder / 'test.txt').write_text(synthetic_lines(40, 1))
+
+    def train(name, *extra):
+        train_text_classifier.main([
+            '--dataset', 'custom', '--train-file', str(folder / 'train.txt'),
+            '--test-file', str(folder / 'test.txt'), '--model', 'cnn', '--unit', '12',
+            '--embed-dim', '8', '--epoch', '4', '--min-freq', '1', '--batchsize', '16',
+            '--out', str(folder / name)] + list(extra))
+        return str(folder / name / 'args.json')
+    return folder, train('plain', '--n-calib', '30'), train('noisy', '--n-calib', '0',
+                                                            '--label-noise', '0.1')
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_fixed_tau_zero_keeps_the_model_and_one_backs_off_always(runs):
+    folder, plain, _ = runs
+    stem = str(folder / 'tau0')
+    cli.main(['backoff', '--model-setup', plain, '--tau', '0', '--table', stem])
+    row = read_csv(stem + '.csv')[0]
+    assert row['knn_backoff'] == row['model'] and row['tau'] == '0.0'
+    assert read_csv(stem + '_table5.csv')[0]['CNN'] == '0.0'
+    table4 = {r['model']: r['custom'] for r in read_csv(stem + '_table4.csv')}
+    assert table4['CNN'] == table4['kNN-CNN'] == row['model']
+    assert row['n_below_tau'] == '0' and row['credibility_backoff'] != ''   # calib split: DkNN
+    cli.main(['backoff', '--model-setup', plain, '--tau', '1', '--table', stem])
+    row = read_csv(stem + '.csv')[0]
+    assert row['knn_backoff'] == row['knn_alone'] and row['n_below_tau'] == row['n_test']
+    assert open(stem + '.md').read().startswith('# kNN backoff')
+    assert 'Produced by: `python' in open(stem + '_table4.md').read()
+
+
+def test_tuned_backoff_is_at_least_as_good_as_the_model_on_dev(runs):
+    folder, plain, _ = runs
+    cli.main(['backoff', '--model-setup', plain, '--table', str(folder / 'tuned')])
+    with open(os.path.join(os.path.dirname(plain), 'knn_backoff.json')) as f:
+        result = json.load(f)['confidence']
+    assert result['dev_accuracy'] >= result['dev_model_accuracy']   # tau=0 is in the grid
+    assert result['k'] in knn.k_grid(200 - 20 - 30)
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--tau', '1.5'], '--tau'), (['--tau', '-0.5'], '--tau'), (['--temperature', '0'], '--temperature'),
+    (['--k', '0'], '--k'), (['--k', '100000'], '--k'), (['--layer', '7'], '--layer')])
+def test_bad_backoff_flags_are_one_line_errors(runs, flags, message):
+    folder, plain, _ = runs
+    with pytest.raises(UserError, match=message) as error:
+        cli.main(['backoff', '--model-setup', plain, '--table', str(folder / 'bad')] + flags)
+    assert '\n' not in str(error.value)
+
+
+def test_an_empty_dev_split_is_refused(runs):
+    _, plain, _ = runs
+    setup = model_setup.load_setup(plain)
+    setup.splits.dev = []
+    with pytest.raises(UserError, match='dev split has no examples'):
+        knn.backoff_experiment(setup)
+
+
+def test_explain_writes_escaped_html_and_json_with_k_neighbours(runs):
+    folder, plain, _ = runs
+    stem = str(folder / 'explained')
+    cli.main(['explain', '--model-setup', plain, '--examples', '0', '3', '--k', '5',
+              '--out', stem])
+    records = json.load(open(stem + '.json'))
+    assert [r['example'] for r in records] == [0, 3]
+    assert all(len(r['neighbors']) == 5 for r in records)
+    distances = [n['sq_distance'] for n in records[0]['neighbors']]
+    assert distances == sorted(distances)
+    assert sum(records[0]['knn_vote'].values()) == pytest.approx(1.0)
+    page = open(stem + '.html').read()
+    assert page.startswith('<!DOCTYPE html>') and records[0]['neighbors'][0]['text'] in page
+    with pytest.raises(UserError, match='--examples'):
+        cli.main(['explain', '--model-setup', plain, '--examples', '999', '--out', stem])
+
+
+def test_retrieved_counts_sum_to_k_per_query(runs):
+    folder, plain, _ = runs
+    stem = str(folder / 'retrieved')
+    cli.main(['retrieved', '--model-setup', plain, '--split', 'train', '--k', '3', '--top', '150',
+              '--out', stem])
+    rows = read_csv(stem + '.csv')
+    counts = [int(r['times_retrieved']) for r in rows]
+    assert counts == sorted(counts, reverse=True) and sum(counts) == 150 * 3   # all 150 listed
+
+
+def test_detect_scores_against_the_flipped_set(runs):
+    folder, _, noisy = runs
+    stem = str(folder / 'detect')
+    cli.main(['detect', '--model-setup', noisy, '--out', stem])
+    rows = read_csv(stem + '.csv')
+    assert rows[0]['n_flipped'] == str(round(0.1 * 180)) and rows[-1]['run'] == 'mean'
+    assert 0 <= float(rows[0]['precision']) <= 1 and os.path.getsize(stem + '.png') > 1000
+    with pytest.raises(UserError, match='--label-noise'):
+        cli.main(['detect', '--model-setup', runs[1], '--out', stem])
