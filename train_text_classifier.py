@@ -6,9 +6,9 @@
 Writes results/<dataset>_<model>/: best_model.npz (best dev accuracy), vocab.json,
 args.json, calib.json, log (per-epoch JSON), train.log and train_result.json.
 """
+import dataclasses
 import json
 import os
-import dataclasses
 import random
 import shutil
 import sys
@@ -19,6 +19,7 @@ import numpy as np
 from chainer import training
 from chainer.training import extensions
 
+import data_files
 import model_setup
 import nets
 import nlp_utils
@@ -107,7 +108,7 @@ def make_config(args):
     """The args.json dict: everything load_setup needs to rebuild model and data.
     Paths inside the result folder are relative so the folder can be moved."""
     config = {k: v for k, v in vars(args).items() if k not in ('force', 'resume', 'gpu', 'out')}
-    config.update(data_dir=absolute(text_datasets.resolve_data_dir(args.data_dir)),
+    config.update(data_dir=absolute(data_files.resolve_data_dir(args.data_dir)),
                   word_vectors=absolute(args.word_vectors), train_file=absolute(args.train_file),
                   dev_file=absolute(args.dev_file), test_file=absolute(args.test_file),
                   vocab_path='vocab.json', model_path='best_model.npz')
