@@ -3,11 +3,11 @@
     python reduce_inputs.py --model-setup results/stsa.binary_cnn/args.json \
         --importance gradient,confidence,conformity --split dev [--limit N] [--beam 5]
 
-Per importance, writes into --out (default <result dir>/reduction_<split>/):
-reduction_<importance>.jsonl (original and reduced text, prediction, confidence and
-credibility before/after), .html (side by side), lengths_<importance>.png (Figure 3)
-and confidence_<importance>.png (Figure 4); and the summary table
-results/reduction_<run>_<split>.md/.csv. The paper reduces the validation split.
+Per importance, writes <result dir>/reduction_<split>_<importance>.jsonl (original and
+reduced text, prediction, confidence and credibility before/after) and, into --out
+(default results/), reduction_<run>_<split>_<importance>.html (side by side),
+..._lengths.png (Figure 3) and ..._confidence.png (Figure 4); and the summary table
+reduction_<run>_<split>.md/.csv. The paper reduces the validation split.
 """
 import argparse
 import os
@@ -46,8 +46,7 @@ def parse_args(argv=None):
     parser.add_argument('--backend', choices=knn_index.BACKENDS, default='kdtree')
     parser.add_argument('--batchsize', type=nlp_utils.positive_int,
                         default=interpretations.DEFAULT_BATCHSIZE)
-    parser.add_argument('--out', default=None, help='folder for the per-input outputs')
-    parser.add_argument('--table-dir', default='results', help='folder for the summary table')
+    parser.add_argument('--out', default='results', help='folder for table, figures, HTML')
     parser.add_argument('--gpu', type=int, default=-1)
     parser.add_argument('--data-dir', default=None)
     return parser.parse_args(argv)
@@ -89,18 +88,18 @@ def reduce_split(setup, importances, examples, dknn, args):
     return results
 
 
-def write_outputs(setup, results, out, title):
+def write_outputs(setup, results, out, split):
+    run = os.path.basename(setup.result_dir)
     for importance, (reductions, view, _) in results.items():
         rows = reduction_report.records(reductions, view, setup.label_names, setup.vocab)
-        stem = os.path.join(out, 'reduction_' + importance)
-        reduction_report.write_jsonl(stem + '.jsonl', rows)
-        name = '{} ({} importance)'.format(title, importance)
+        reduction_report.write_jsonl(os.path.join(setup.result_dir, 'reduction_{}_{}.jsonl'
+                                                  .format(split, importance)), rows)
+        stem = os.path.join(out, 'reduction_{}_{}_{}'.format(run, split, importance))
+        name = '{} {} split, {} importance'.format(run, split, importance)
         nlp_utils.atomic_write_text(stem + '.html', reduction_report.html_page(
             rows, reductions, setup.vocab, 'Input reduction: ' + name))
-        reduction_report.length_histogram(os.path.join(out, 'lengths_{}.png'.format(importance)),
-                                          reductions, 'Lengths: ' + name)
-        reduction_report.confidence_density(
-            os.path.join(out, 'confidence_{}.png'.format(importance)), view, 'Scores: ' + name)
+        reduction_report.length_histogram(stem + '_lengths.png', reductions, name)
+        reduction_report.confidence_density(stem + '_confidence.png', view, name)
 
 
 def table_rows(setup, results, run):
@@ -136,17 +135,16 @@ def main(argv=None):
             if needs_dknn(setup, importances, args.no_dknn) else None)
     results = reduce_split(setup, importances, examples, dknn, args)
     run = os.path.basename(setup.result_dir)
-    out = args.out or os.path.join(setup.result_dir, 'reduction_' + args.split)
-    write_outputs(setup, results, out, '{} {} split'.format(run, args.split))
+    write_outputs(setup, results, args.out, args.split)
     rows = table_rows(setup, results, run)
     columns = list(rows[0])
     header = ('# Input reduction (Feng et al. 2018), {} split of {}\n\nMean lengths in words; '
               'confidence = softmax probability of the kept prediction; credibility = DkNN '
               '(k={}, {}). Beam {}. Produced by: `python {}`\n'.format(
                   args.split, run, args.k, args.backend, args.beam, ' '.join(sys.argv)))
-    stem = os.path.join(args.table_dir, 'reduction_{}_{}'.format(run, args.split))
+    stem = os.path.join(args.out, 'reduction_{}_{}'.format(run, args.split))
     write_table(stem, rows, columns, header)
-    print('wrote {} and {}.md/.csv'.format(out, stem))
+    print('wrote {}.md/.csv, its HTML pages and figures'.format(stem))
 
 
 if __name__ == '__main__':

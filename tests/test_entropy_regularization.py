@@ -96,12 +96,12 @@ def test_finetuned_folder_loads_like_any_result_folder(parent, tmp_path):
     # every other script reads it: input reduction with all importances and the DkNN
     reduce_inputs.main(['--model-setup', str(finetuned / 'args.json'), '--split', 'test',
                         '--importance', 'gradient,conformity', '--k', '5', '--limit', '6',
-                        '--table-dir', str(tmp_path)])
-    lines = (finetuned / 'reduction_test' / 'reduction_conformity.jsonl').read_text().split('\n')
+                        '--out', str(tmp_path)])
+    lines = (finetuned / 'reduction_test_conformity.jsonl').read_text().split('\n')
     records = [json.loads(line) for line in lines if line]
     assert len(records) == 6 and all(r['reduced_length'] >= 1 for r in records)
     assert all(r['dknn_prediction_after'] == r['prediction'] for r in records)
-    html = (finetuned / 'reduction_test' / 'reduction_gradient.html').read_text()
+    html = (tmp_path / 'reduction_custom_cnn_entropy_test_gradient.html').read_text()
     assert '<script' not in html and 'Input reduction' in html
 
 
@@ -126,7 +126,7 @@ def test_finetune_bad_flags(parent, flags, message):
 
 def test_reduce_inputs_bad_input(parent, tmp_path):
     out, folder = parent
-    base = ['--model-setup', str(out / 'args.json'), '--table-dir', str(tmp_path)]
+    base = ['--model-setup', str(out / 'args.json'), '--out', str(tmp_path)]
     with pytest.raises(UserError, match='--beam 1 or more'):
         reduce_inputs.main(base + ['--beam', '0'])
     with pytest.raises(UserError, match='--importance'):
@@ -136,4 +136,4 @@ def test_reduce_inputs_bad_input(parent, tmp_path):
           '--n-calib', '0')
     with pytest.raises(UserError, match='re-train with --n-calib'):
         reduce_inputs.main(['--model-setup', str(no_calib / 'args.json'),
-                            '--importance', 'conformity', '--table-dir', str(tmp_path)])
+                            '--importance', 'conformity', '--out', str(tmp_path)])

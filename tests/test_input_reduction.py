@@ -173,3 +173,20 @@ def test_bad_input_is_one_line_user_error(cnn):
         ir.make_reducer('gradient', setup).reduce([([], None)])
     with pytest.raises(UserError, match='choose from'):
         ir.make_reducer('attention', setup)
+
+
+def test_report_escapes_every_text_and_strikes_the_removed_words():
+    import reduction_report
+    vocab = {'<eos>': 0, '<unk>': 1, '<b>': 2, 'fine': 3, '&': 4}
+    reduction = ir.Reduction(['<b>', 'fine', '&', 'x"y'], ['fine'], (1,), [['fine']],
+                             ['a<i>'], 0, 0, 0.9, 0.95, 3)
+    view = {'confidence_before': np.array([0.9]), 'confidence_after': np.array([0.95]),
+            'softmax_prediction_before': np.array([0]),
+            'softmax_prediction_after': np.array([0])}
+    rows = reduction_report.records([reduction], view, ['<neg>', 'pos'], vocab)
+    assert rows[0]['original'] == '<b> fine & <x"y>' and rows[0]['reduced'] == 'fine'
+    assert rows[0]['prediction'] == '<neg>' and rows[0]['softmax_prediction_after'] == '<neg>'
+    page = reduction_report.html_page(rows, [reduction], vocab, 'T<itle>')
+    assert '<b>' not in page.replace('<b>fine</b>', '') and '<i>' not in page
+    assert '&lt;neg&gt;' in page and '&lt;x&quot;y&gt;' in page and 'T&lt;itle&gt;' in page
+    assert page.count('class="removed"') == 3
