@@ -6,8 +6,11 @@ project: cached training activations, cached faiss indexes, `dknn_from_setup` an
 `evaluate`. Nothing here parses flags or writes reports.
 """
 import contextlib
+import json
 import os
+import sys
 import time
+import zipfile
 
 import numpy as np
 import tqdm
@@ -21,19 +24,29 @@ from nlp_utils import UserError
 class DkNN:
     """kNN classification over every layer's representation, with conformal calibration.
 
+    Works on plain arrays from any model:
+
+        dknn = DkNN(n_class=2, backend='faiss', k=75)
+        dknn.fit(train_layers, train_labels)       # list of (N, D_l) arrays, labels (N,)
+        dknn.calibrate(calib_layers, calib_labels)  # held-out examples, never trained on
+        result = dknn.predict_from_activations(test_layers)
+        dknn.save('dknn.npz'); dknn = DkNN.load('dknn.npz')   # npz, no pickle
+
     For an input with neighbour labels over L layers and k neighbours each:
       nonconformity(j) = number of the L*k neighbours whose label is not j
-      p_value(j)       = fraction of calibration nonconformity scores >= nonconformity(j)
+      p_value(j)       = fraction of calibration nonconformity scores >= nonconformity(j),
+                         the calibration scores taken at each example's TRUE label
       prediction       = argmax_j p_value(j); ties go to the larger conformity, then the
                          smaller class id
       credibility      = the largest p-value; confidence = 1 - the second largest
       conformity(j)    = fraction of the L*k neighbours with label j (the paper's
                          uncalibrated score, a probability-like vector over classes)
     A neighbour slot an approximate index could not fill (index -1) counts as disagreeing
-    with every class.
+    with every class. Every call must pass as many layers as `fit` got (with
+    last_layer_only, only the last of them is searched).
     """
 
-    def __init__(self, n_class, backend='kdtree', k=75, last_layer_only=False,
+    def __init__(self, n_class, backend='faiss', k=75, last_layer_only=False,
                  index_options=None):
         self.n_class = n_class
         self.backend = backend
@@ -41,33 +54,44 @@ class DkNN:
         self.last_layer_only = last_layer_only
         self.index_options = index_options or {}
         self.indexes = []
+        self.n_layers = None          # layers passed to fit (all of them are searched
+        self.train_activations = None  # unless last_layer_only)
         self.train_labels = None
         self.calibration_scores = None
 
     # ------------------------------------------------------------ fitting
-    def build(self, train_activations, train_labels, progress=False, index_states=None):
-        """train_activations: list of (N, D_l) arrays, one per layer; train_labels (N,).
-        index_states: per used layer, a saved_state() of an index built on the same
-        activations with the same backend options, restored instead of rebuilt."""
-        if self.last_layer_only:
-            train_activations = train_activations[-1:]
+    def fit(self, train_activations, train_labels, progress=False, index_states=None):
+        """train_activations: list of (N, D_l) arrays, one per layer; train_labels (N,)
+        ints in [0, n_class). index_states: per searched layer, a saved_state() of an
+        index built on the same activations with the same options, restored instead of
+        rebuilt."""
+        train_labels = np.asarray(train_labels, dtype=np.int64)
         n_train = len(train_labels)
+        if any(len(layer) != n_train for layer in train_activations):
+            raise UserError('every layer needs one row per training label ({}), got {}'.format(
+                n_train, [len(layer) for layer in train_activations]))
+        if n_train and (train_labels.min() < 0 or train_labels.max() >= self.n_class):
+            raise UserError('training labels must lie in [0, {}), got [{}, {}]'.format(
+                self.n_class, train_labels.min(), train_labels.max()))
         if self.k > n_train:
             raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
                             .format(self.k, n_train))
-        layers = tqdm.tqdm(train_activations, desc='indexing', unit='layer', disable=not progress)
+        self.n_layers = len(train_activations)
+        self.train_activations = list(train_activations)
+        searched = self._searched(train_activations, 'training')
         if index_states is not None:
             self.indexes = [knn_index.make_index(self.backend, **self.index_options).restore(state)
                             for state in index_states]
         else:
+            layers = tqdm.tqdm(searched, desc='indexing', unit='layer', disable=not progress)
             self.indexes = [knn_index.make_index(self.backend, **self.index_options).build(layer)
                             for layer in layers]
-        self.train_labels = np.asarray(train_labels, dtype=np.int64)
+        self.train_labels = train_labels
         return self
 
     def calibrate(self, calib_activations, calib_labels):
         """Nonconformity of each calibration example at its true label, shape (N_calib,)."""
-        calib_labels = np.asarray(calib_labels)
+        calib_labels = np.asarray(calib_labels, dtype=np.int64)
         if len(calib_labels) == 0:
             raise UserError('the calibration split is empty; re-train with --n-calib > 0')
         if len(np.unique(calib_labels)) < 2:
@@ -78,16 +102,28 @@ class DkNN:
         return self
 
     # ------------------------------------------------------------ inference
-    def neighbor_labels(self, activations):
-        """Activations (list of (M, D_l)) -> labels of the k nearest training examples
-        in each used layer, int64 (M, L, k), with -1 where a neighbour is missing."""
-        if self.last_layer_only:
-            activations = activations[-1:]
-        labels = []
-        for index, layer in zip(self.indexes, activations):
-            _, neighbors = index.search(layer, self.k)
-            labels.append(np.where(neighbors >= 0, self.train_labels[neighbors], -1))
-        return np.stack(labels, axis=1)
+    def _searched(self, activations, what):
+        """The layers that are searched, after checking the layer count against fit."""
+        if self.n_layers is not None and len(activations) != self.n_layers:
+            raise UserError('{} activations have {} layers, but the DkNN was fitted on {}'
+                            .format(what, len(activations), self.n_layers))
+        return activations[-1:] if self.last_layer_only else activations
+
+    def neighbors(self, activations):
+        """Activations (list of (M, D_l)) -> (distances float32 (M, L, k), training
+        indices int64 (M, L, k)) in each searched layer, nearest first; -1 / inf where
+        an approximate index found fewer than k."""
+        found = [index.search(layer, self.k)
+                 for index, layer in zip(self.indexes, self._searched(activations, 'query'))]
+        return (np.stack([d for d, _ in found], axis=1),
+                np.stack([i for _, i in found], axis=1))
+
+    def neighbor_labels(self, activations, indices=None):
+        """Labels of the k nearest training examples in each searched layer, int64
+        (M, L, k), -1 where a neighbour is missing. `indices`: from neighbors(), if known."""
+        if indices is None:
+            _, indices = self.neighbors(activations)
+        return np.where(indices >= 0, self.train_labels[indices], -1)
 
     def nonconformity(self, neighbor_labels):
         """(M, L, k) labels -> (M, C) count of neighbours whose label is not each class."""
@@ -104,10 +140,12 @@ class DkNN:
     def predict_from_activations(self, activations):
         """Activations (list of (M, D_l)) -> dict of arrays over the M inputs:
         prediction (M,), credibility (M,), confidence (M,), p_values (M, C),
-        conformity (M, C), neighbor_labels (M, L, k)."""
+        conformity (M, C), neighbor_labels, neighbors (training indices) and
+        neighbor_distances, each (M, L, k)."""
         if self.calibration_scores is None:
             raise RuntimeError('call calibrate() before predicting')
-        neighbor_labels = self.neighbor_labels(activations)
+        distances, indices = self.neighbors(activations)
+        neighbor_labels = self.neighbor_labels(activations, indices)
         nonconformity = self.nonconformity(neighbor_labels)
         p_values = self.p_values(nonconformity)
         conformity = 1 - nonconformity / neighbor_labels[0].size
@@ -119,11 +157,67 @@ class DkNN:
         second = sorted_p[:, -2] if self.n_class > 1 else np.zeros(len(p_values))
         return {'prediction': prediction, 'credibility': sorted_p[:, -1],
                 'confidence': 1 - second, 'p_values': p_values, 'conformity': conformity,
-                'neighbor_labels': neighbor_labels}
+                'neighbor_labels': neighbor_labels, 'neighbors': indices,
+                'neighbor_distances': distances}
 
     @property
     def n_short_queries(self):
         return sum(index.n_short_queries for index in self.indexes)
+
+    # ------------------------------------------------------------ files
+    def save(self, path):
+        """Everything needed to predict again, as one npz without pickle: the settings,
+        the training activations and labels, the calibration scores, and the built
+        indexes where the backend can serialise them (faiss); others are rebuilt on load."""
+        if self.calibration_scores is None:
+            raise RuntimeError('call fit() and calibrate() before save()')
+        settings = {'n_class': self.n_class, 'backend': self.backend, 'k': self.k,
+                    'last_layer_only': self.last_layer_only,
+                    'index_options': self.index_options, 'n_layers': self.n_layers}
+        arrays = {'layer_{}'.format(i): a for i, a in enumerate(self.train_activations)}
+        arrays.update(index_state_arrays(self.indexes) or {})
+        nlp_utils.atomic_savez(path, settings=np.array(json.dumps(settings)),
+                               train_labels=self.train_labels,
+                               calibration_scores=self.calibration_scores, **arrays)
+
+    @classmethod
+    def load(cls, path):
+        """The DkNN that save() wrote to `path`."""
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                settings = json.loads(str(saved['settings']))
+                layers = [saved['layer_{}'.format(i)] for i in range(settings['n_layers'])]
+                states = index_states_from(saved)
+                labels, scores = saved['train_labels'], saved['calibration_scores']
+        except (OSError, KeyError, ValueError) as error:
+            raise UserError('{} is not a DkNN saved by DkNN.save ({}); save it again'.format(
+                path, error))
+        dknn = cls(settings['n_class'], settings['backend'], settings['k'],
+                   settings['last_layer_only'], settings['index_options'])
+        dknn.fit(layers, labels, index_states=states or None)
+        dknn.calibration_scores = scores
+        return dknn
+
+
+def index_state_arrays(indexes):
+    """{index_<layer>_<field>: array} of the indexes' saved states, or None when a
+    backend cannot save its index without pickle (KD-tree, LSH)."""
+    states = [index.saved_state() for index in indexes]
+    if any(state is None for state in states):
+        return None
+    return {'index_{}_{}'.format(i, field): value
+            for i, state in enumerate(states) for field, value in state.items()}
+
+
+def index_states_from(arrays):
+    """Per-index saved states from arrays named index_<layer>_<field> (a dict or an open
+    npz) -> list of dicts."""
+    states = {}
+    for name in arrays:
+        if name.startswith('index_'):
+            _, layer, field = name.split('_', 2)
+            states.setdefault(int(layer), {})[field] = arrays[name]
+    return [states[layer] for layer in sorted(states)]
 
 
 # ---------------------------------------------------------------- model + cache
@@ -137,10 +231,29 @@ def checked_activations(activations, what):
 
 
 def activation_key(setup):
-    """Identifies the cached activations: the model file's digest and the split."""
+    """Identifies the cached activations: digests of the model file, the vocabulary and
+    the training split's examples (a data file changed with the same number of lines
+    changes the key too)."""
     model_path = os.path.join(setup.result_dir, setup.config['model_path'])
-    return '{}:{}:{}'.format(nlp_utils.file_digest(model_path), len(setup.splits.train),
-                             ','.join(map(str, setup.splits.calib_indices)))
+    return '{}:{}:{}'.format(nlp_utils.file_digest(model_path), nlp_utils.vocab_digest(setup.vocab),
+                             nlp_utils.examples_digest(setup.splits.train))
+
+
+def read_cache(path, key):
+    """The arrays of cache file `path` as a dict when its key is `key`, else None. A
+    corrupt cache is reported and ignored, so it is rebuilt rather than a dead end."""
+    if not os.path.exists(path):
+        return None
+    try:
+        nlp_utils.check_npz(path, 'cache', 'it is rebuilt')
+        with np.load(path, allow_pickle=False) as cache:
+            if str(cache['key']) != str(key):
+                return None
+            return {name: cache[name] for name in cache.files}
+    except (UserError, OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        print('warning: ignoring the unreadable cache {} ({}); rebuilding it'.format(
+            path, error), file=sys.stderr)
+        return None
 
 
 def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=True, key=None):
@@ -149,11 +262,10 @@ def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=Tru
     `key`: activation_key(setup) when the caller has it already."""
     cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
     key = np.array(key or activation_key(setup))
-    if use_cache and os.path.exists(cache_path):
-        with np.load(cache_path, allow_pickle=False) as cache:
-            if str(cache['key']) == str(key):
-                activations = [cache['layer_{}'.format(i)] for i in range(int(cache['n_layers']))]
-                return activations, cache[neighbor_labels].astype(np.int64)
+    cache = read_cache(cache_path, key) if use_cache else None
+    if cache is not None:
+        activations = [cache['layer_{}'.format(i)] for i in range(int(cache['n_layers']))]
+        return activations, cache[neighbor_labels].astype(np.int64)
     train = setup.train
     activations = checked_activations(setup.model.layer_activations(
         [x for x, _ in train], batchsize, progress='caching train activations'), 'training')
@@ -178,25 +290,13 @@ class IndexCache:
 
     def load(self):
         """Per-layer saved states, or None when there is no valid cache."""
-        if not os.path.exists(self.path):
-            return None
-        with np.load(self.path, allow_pickle=False) as cache:
-            if str(cache['key']) != self.key:
-                return None
-            states = [{} for _ in range(int(cache['n_indexes']))]
-            for name in cache.files:
-                if name.startswith('index_'):
-                    _, layer, field = name.split('_', 2)
-                    states[int(layer)][field] = cache[name]
-            return states
+        cache = read_cache(self.path, self.key)
+        return None if cache is None else index_states_from(cache)
 
     def save(self):
-        states = [index.saved_state() for index in self.dknn.indexes]
-        if any(state is None for state in states):
-            return
-        arrays = {'index_{}_{}'.format(i, field): array
-                  for i, state in enumerate(states) for field, array in state.items()}
-        nlp_utils.atomic_savez(self.path, key=np.array(self.key), n_indexes=len(states), **arrays)
+        arrays = index_state_arrays(self.dknn.indexes)
+        if arrays is not None:
+            nlp_utils.atomic_savez(self.path, key=np.array(self.key), **arrays)
 
 
 class PhaseTimer:
@@ -212,10 +312,16 @@ class PhaseTimer:
         self.seconds[name] = round(time.perf_counter() - start, 3)
 
 
-def dknn_from_setup(setup, backend='kdtree', k=75, neighbor_labels='gold', last_layer_only=False,
+def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_layer_only=False,
                     index_options=None, batchsize=64, use_cache=True, timer=None):
     """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)."""
     timer = timer or PhaseTimer()
+    # Checked before the slow caching: both would only fail after it.
+    if not setup.splits.calib:
+        raise UserError('the calibration split is empty; re-train with --n-calib > 0')
+    if k > len(setup.splits.train):
+        raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
+                        .format(k, len(setup.splits.train)))
     with timer('cache'):
         key = activation_key(setup)
         activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache, key)
@@ -223,7 +329,7 @@ def dknn_from_setup(setup, backend='kdtree', k=75, neighbor_labels='gold', last_
     with timer('index'):
         index_cache = IndexCache(setup.result_dir, key, dknn) if use_cache else None
         saved_states = index_cache.load() if index_cache else None
-        dknn.build(activations, labels, progress=True, index_states=saved_states)
+        dknn.fit(activations, labels, progress=True, index_states=saved_states)
         if index_cache and saved_states is None:
             index_cache.save()
     with timer('calibrate'):
@@ -236,33 +342,104 @@ def dknn_from_setup(setup, backend='kdtree', k=75, neighbor_labels='gold', last_
 
 def evaluate(setup, dknn, examples, batchsize=64):
     """Softmax and DkNN predictions for (ids, label) examples, batch by batch."""
+    inputs = [x for x, _ in examples]
+
+    def batches():
+        for start in range(0, len(inputs), batchsize):
+            layers = checked_activations(setup.model.layer_activations(
+                inputs[start:start + batchsize], batchsize), 'evaluation')
+            yield layers, layers[-1]   # the last DkNN layer is the logits
+    return _evaluation(dknn, batches(), [y for _, y in examples])
+
+
+def evaluate_activations(dknn, activations, labels, logits=None, batchsize=1024):
+    """DkNN predictions for activations computed elsewhere: list of (N, D_l) arrays,
+    labels (N,), and optionally the model's logits (N, C) for its softmax."""
+    batches = (([layer[start:start + batchsize] for layer in activations],
+                None if logits is None else logits[start:start + batchsize])
+               for start in range(0, len(labels), batchsize))
+    return _evaluation(dknn, batches, labels)
+
+
+def _evaluation(dknn, batches, labels):
+    """Merge the DkNN results of (layers, logits or None) batches into arrays over all
+    examples, with the softmax of the logits where given."""
     results = []
-    for start in tqdm.trange(0, len(examples), batchsize, desc='evaluating', unit='batch'):
-        batch = [x for x, _ in examples[start:start + batchsize]]
-        activations = checked_activations(setup.model.layer_activations(batch, batchsize), 'test')
-        result = dknn.predict_from_activations(activations)
-        logits = activations[-1]
-        result['softmax_probability'] = scaling.softmax(logits)
-        results.append(result)
+    with tqdm.tqdm(total=len(labels), desc='evaluating', unit='example') as bar:
+        for layers, logits in batches:
+            result = dknn.predict_from_activations(layers)
+            if logits is not None:
+                result['softmax_probability'] = scaling.softmax(logits)
+            results.append(result)
+            bar.update(len(layers[0]))
     merged = {key: np.concatenate([r[key] for r in results]) for key in results[0]}
-    merged['label'] = np.array([y for _, y in examples])
+    merged['label'] = np.asarray(labels, dtype=np.int64)
     return merged
 
 
-# Per test example, saved to dknn_predictions.npz for figures (see paper_results.py).
+# Per evaluated example, saved beside the report for figures (see paper_results.py).
 PREDICTION_KEYS = ('label', 'prediction', 'credibility', 'confidence', 'softmax_probability')
 
 
+def output_names(split, backend):
+    """(report JSON, per-example npz) file names of a DkNN evaluation: one pair per
+    evaluated split (or file) and backend, so no run overwrites another."""
+    return ('dknn_{}_{}.json'.format(split, backend),
+            'dknn_predictions_{}_{}.npz'.format(split, backend))
+
+
 def summary(evaluation):
-    """The accuracy and uncertainty statistics of dknn.json."""
+    """The accuracy and uncertainty statistics of a DkNN report (softmax statistics only
+    when the evaluation has the model's softmax)."""
     labels = evaluation['label']
-    softmax_prediction = evaluation['softmax_probability'].argmax(axis=1)
     correct = evaluation['prediction'] == labels
-    stats = {'softmax_accuracy': float(np.mean(softmax_prediction == labels)),
-             'dknn_accuracy': float(np.mean(correct)), 'n_examples': int(len(labels)),
-             'agreement_with_softmax': float(np.mean(softmax_prediction == evaluation['prediction']))}
+    stats = {'dknn_accuracy': float(np.mean(correct)), 'n_examples': int(len(labels)),
+             'softmax_accuracy': None, 'agreement_with_softmax': None}
+    if 'softmax_probability' in evaluation:
+        softmax_prediction = evaluation['softmax_probability'].argmax(axis=1)
+        stats.update(softmax_accuracy=float(np.mean(softmax_prediction == labels)),
+                     agreement_with_softmax=float(np.mean(
+                         softmax_prediction == evaluation['prediction'])))
     for name in ('credibility', 'confidence'):
         for outcome, mask in (('correct', correct), ('wrong', ~correct)):
             values = evaluation[name][mask]
             stats['mean_{}_{}'.format(name, outcome)] = float(values.mean()) if len(values) else None
     return stats
+
+
+# ---------------------------------------------------------------- activations from elsewhere
+ACTIVATION_SPLITS = ('train', 'calib', 'test')
+
+
+def read_activations(path):
+    """One split of activations another framework computed: an npz with arrays
+    layer_0 ... layer_{L-1} (N, D_l), labels (N,) integers in [0, C), and optionally
+    logits (N, C). Returns (list of layers, labels, logits or None)."""
+    if not os.path.exists(path):
+        raise UserError('{} does not exist; --activations DIR needs {} (see the README)'.format(
+            path, ', '.join(s + '.npz' for s in ACTIVATION_SPLITS)))
+    nlp_utils.check_npz(path, 'activations file', 'write it with numpy.savez')
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            files = set(saved.files)
+            n_layers = 0
+            while 'layer_{}'.format(n_layers) in files:
+                n_layers += 1
+            layers = [saved['layer_{}'.format(i)] for i in range(n_layers)]
+            labels = saved['labels'] if 'labels' in files else None
+            logits = saved['logits'] if 'logits' in files else None
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        raise UserError('{} is not a readable npz without pickle ({})'.format(path, error))
+    if not layers or labels is None:
+        raise UserError('{} needs arrays layer_0, layer_1, ... and labels; it has {}'.format(
+            path, ', '.join(sorted(files)) or 'none'))
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        raise UserError('{}: labels must be a 1-D integer array, got {} {}'.format(
+            path, labels.dtype, labels.shape))
+    for i, layer in enumerate(layers + ([logits] if logits is not None else [])):
+        if layer.ndim != 2 or len(layer) != len(labels):
+            raise UserError('{}: {} must have shape ({}, D), got {}'.format(
+                path, 'logits' if i == len(layers) else 'layer_{}'.format(i), len(labels),
+                layer.shape))
+    return checked_activations(layers, path), labels.astype(np.int64), logits

@@ -224,8 +224,11 @@ def _limit_faiss_threads(faiss, n_threads=None):
 
 
 class FaissIndex(NeighborIndex):
-    """faiss search in float32: kind='flat' (exact IndexFlatL2), 'hnsw' (IndexHNSWFlat)
-    or 'ivf' (IndexIVFFlat, k-means trained on the indexed vectors, seeded).
+    """faiss search in float32: kind='flat' (exact IndexFlatL2), 'hnsw' (IndexHNSWFlat),
+    'ivf' (IndexIVFFlat, k-means trained on the indexed vectors, seeded) or 'ivfpq'
+    (IndexIVFPQ: the same lists holding product-quantised codes of `pq_m` bytes per
+    vector instead of the vectors, for tens of millions of vectors per layer; distances
+    are then approximate too). pq_m=None -> the largest divisor of the dimension up to 64.
 
     nlist=None -> about 4*sqrt(N) lists (fewer when N is small, so that each list gets
     at least 39 training points, faiss's own minimum); the k-means sample is at most
@@ -233,10 +236,10 @@ class FaissIndex(NeighborIndex):
     at the CPUs available (or set to `n_threads`). HNSW graphs built with several
     threads can differ slightly from run to run.
     """
-    KINDS = ('flat', 'hnsw', 'ivf')
+    KINDS = ('flat', 'hnsw', 'ivf', 'ivfpq')
 
     def __init__(self, kind='flat', hnsw_m=32, ef_construction=80, ef_search=128,
-                 nlist=None, nprobe=16, seed=0, train_per_list=64, n_threads=None):
+                 nlist=None, nprobe=16, seed=0, train_per_list=64, n_threads=None, pq_m=None):
         super().__init__()
         if kind not in self.KINDS:
             raise UserError('unknown faiss kind {!r}; choose from {}'.format(
@@ -244,6 +247,7 @@ class FaissIndex(NeighborIndex):
         self.kind, self.hnsw_m, self.ef_construction = kind, int(hnsw_m), int(ef_construction)
         self.ef_search, self.nlist, self.nprobe = int(ef_search), nlist, int(nprobe)
         self.seed, self.train_per_list, self.n_threads = int(seed), int(train_per_list), n_threads
+        self.pq_m = pq_m
 
     def _build(self, vectors):
         import faiss
@@ -257,11 +261,29 @@ class FaissIndex(NeighborIndex):
             nlist = self.nlist or max(1, min(int(round(4 * math.sqrt(self.n))), self.n // 39))
             self.nlist_used = int(nlist)
             self._quantizer = faiss.IndexFlatL2(self.dim)    # must outlive the IVF index
-            self._index = faiss.IndexIVFFlat(self._quantizer, self.dim, self.nlist_used)
+            if self.kind == 'ivf':
+                self._index = faiss.IndexIVFFlat(self._quantizer, self.dim, self.nlist_used)
+            else:
+                self._index = faiss.IndexIVFPQ(self._quantizer, self.dim, self.nlist_used,
+                                               self._pq_bytes(), self._pq_bits())
+                self._index.pq.cp.seed = self.seed
             self._index.cp.seed = self.seed
             self._index.cp.max_points_per_centroid = self.train_per_list
             self._index.train(vectors)
         self._index.add(vectors)
+
+    def _pq_bytes(self):
+        """Sub-quantisers (one byte each): pq_m, which must divide the dimension."""
+        if self.pq_m is None:
+            return max(m for m in range(1, min(64, self.dim) + 1) if self.dim % m == 0)
+        if self.dim % self.pq_m:
+            raise UserError('--pq-m {} must divide the dimension {}'.format(self.pq_m, self.dim))
+        return int(self.pq_m)
+
+    def _pq_bits(self):
+        """Bits per code: 8 (256 centroids per sub-quantiser) when there are enough
+        vectors to train them, fewer for small indexes."""
+        return int(max(1, min(8, math.floor(math.log2(max(2, self.n // 39))))))
 
     def saved_state(self):
         import faiss
@@ -272,14 +294,14 @@ class FaissIndex(NeighborIndex):
         _limit_faiss_threads(faiss, self.n_threads)
         self._index = faiss.deserialize_index(np.asarray(state['faiss_index']))
         self.n, self.dim, self.n_short_queries = self._index.ntotal, self._index.d, 0
-        if self.kind == 'ivf':
+        if self.kind in ('ivf', 'ivfpq'):
             self.nlist_used = self._index.nlist
         return self
 
     def _search(self, queries, k):
         if self.kind == 'hnsw':
             self._index.hnsw.efSearch = max(self.ef_search, k)
-        elif self.kind == 'ivf':
+        elif self.kind in ('ivf', 'ivfpq'):
             self._index.nprobe = min(self.nprobe, self.nlist_used)
         squared, indices = self._index.search(queries, k)
         return np.sqrt(np.maximum(squared, 0.0)), indices

@@ -6,6 +6,8 @@ splits (train / dev / calibration / test) that training used.
 """
 import dataclasses
 import os
+import re
+import sys
 
 import chainer
 
@@ -52,7 +54,21 @@ class Setup:
 
     @property
     def label_names(self):
-        return self.dataset.label_names
+        """Readable names of the label ids ('positive', not '1'), for reports."""
+        return self.dataset.readable_label_names
+
+    def evaluation_examples(self, split='test', eval_file=None):
+        """(name, token-level examples) to evaluate: a split of the training data, or
+        `eval_file` read in the model's data format with its labels. The name (the split,
+        or 'file-<file name>') goes into output file names, so results on one split or
+        file never overwrite another's."""
+        if eval_file is None:
+            return split, getattr(self.splits, split)
+        examples = text_datasets.read_eval_file(
+            eval_file, self.config['dataset'], self.label_names, self.config['char_based'],
+            self.config.get('skip_bad_lines', False))
+        stem = os.path.splitext(os.path.basename(eval_file))[0]
+        return 'file-' + re.sub(r'[^A-Za-z0-9_.-]+', '_', stem), examples
 
 
 def get_device(gpu):
@@ -73,25 +89,55 @@ def load_data(config):
         train_file=config.get('train_file'), dev_file=config.get('dev_file'),
         test_file=config.get('test_file'), char_based=config['char_based'],
         seed=config['seed'], skip_bad_lines=config.get('skip_bad_lines', False),
-        snli_majority=config.get('snli_majority', False))
+        snli_majority=config.get('snli_majority', False),
+        allow_unseen_labels=config.get('allow_unseen_labels', False))
     splits = text_datasets.make_splits(
         dataset, seed=config['seed'], dev_fraction=config.get('dev_fraction', 0.1),
         n_calib=config['n_calib'], select_on_test=config.get('select_on_test', False))
     return dataset, splits
 
 
+# The type every args.json field must have (bool is checked before int: True is an int).
+FIELD_TYPES = {'dataset': str, 'model': str, 'unit': int, 'layer': int, 'dropout': (int, float),
+               'embed_dim': int, 'n_class': int, 'seed': int, 'n_calib': int, 'char_based': bool,
+               'pair': bool, 'vocab_path': str, 'model_path': str}
+
+
 def read_config(args_path):
-    config = nlp_utils.read_json(args_path, 'model setup')
-    missing = [f for f in ARGS_FIELDS if f not in config] if isinstance(config, dict) else ['all']
+    config = nlp_utils.read_json(args_path, 'model setup', dict)
+    missing = [f for f in ARGS_FIELDS if f not in config]
     if missing:
         raise UserError('model setup {} lacks fields {}; re-train with train_text_classifier.py'
                         .format(args_path, missing))
+    for name, kind in FIELD_TYPES.items():
+        value = config[name]
+        if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+            raise UserError('model setup {}: field {!r} is {!r}, expected {}; restore the file '
+                            'or re-train'.format(args_path, name, value,
+                                                 getattr(kind, '__name__', 'a number')))
     return config
+
+
+def read_vocab(result_dir, config):
+    """vocab.json, checked: word -> distinct ids 0 .. n-1, and the one the model was
+    trained with (its digest in args.json), not another of the same size."""
+    path = os.path.join(result_dir, config['vocab_path'])
+    vocab = nlp_utils.read_json(path, 'vocabulary', dict)
+    ids = list(vocab.values())
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids) \
+            or sorted(ids) != list(range(len(ids))):
+        raise UserError('vocabulary {} must map words to the distinct ids 0 .. n-1; restore it '
+                        'or re-train'.format(path))
+    if config.get('vocab_digest') not in (None, nlp_utils.vocab_digest(vocab)):
+        raise UserError('vocabulary {} is not the one this model was trained with (its digest '
+                        'differs from args.json); restore it or re-train'.format(path))
+    return vocab
+
 
 
 def check_calibration(result_dir, splits):
     """The calibration split recomputed from the seed must be the one saved at training."""
-    saved = nlp_utils.read_json(os.path.join(result_dir, 'calib.json'), 'calibration split')
+    saved = nlp_utils.read_json(os.path.join(result_dir, 'calib.json'), 'calibration split', dict)
     if saved.get('calib_indices') != list(splits.calib_indices):
         raise UserError('{}/calib.json does not match the calibration split recomputed from '
                         'args.json: the data changed since training; re-train'.format(result_dir))
@@ -115,9 +161,13 @@ def load_setup(args_path, gpu=-1, data_dir=None):
     config = read_config(args_path)
     result_dir = os.path.dirname(os.path.abspath(args_path))
     config['data_dir'] = data_dir or os.environ.get('DKNN_DATA_DIR') or config.get('data_dir')
-    vocab = nlp_utils.read_json(os.path.join(result_dir, config['vocab_path']), 'vocabulary')
+    vocab = read_vocab(result_dir, config)
     dataset, splits = load_data(config)
     check_calibration(result_dir, splits)
+    if config.get('data_digest') not in (None, nlp_utils.examples_digest(
+            splits.train, splits.dev, splits.calib, splits.test)):
+        print('warning: the data of {} changed since training (same split sizes, other '
+              'examples); its DkNN caches are rebuilt'.format(result_dir), file=sys.stderr)
     device = get_device(gpu)
     model = load_model(config, result_dir, vocab, device)
     return Setup(config, result_dir, vocab, model, dataset, splits, device)

@@ -1,10 +1,11 @@
-"""Vocabulary, word vectors, batching and safe file output shared by every script."""
+"""Vocabulary, batching, user errors and safe file output shared by every script."""
+import argparse
 import collections
-import gzip
+import errno
 import hashlib
-import io
 import json
 import os
+import sys
 import tempfile
 import zipfile
 
@@ -20,31 +21,72 @@ class UserError(Exception):
 
 
 def run_cli(main):
-    """Run `main()`, turning a UserError into one line on stderr and exit status 2."""
+    """Run `main()`, turning a UserError, or an OSError of the machine (a read-only
+    folder, a full disk, a path that is a folder), into one line on stderr and exit
+    status 2. The line starts on a line of its own, never glued to a progress bar."""
     import sys
+
+    import tqdm
     try:
         main()
-    except UserError as error:
-        sys.stderr.write('error: {}\n'.format(error))
+    except (UserError, OSError) as error:
+        for bar in list(getattr(tqdm.tqdm, '_instances', [])):
+            bar.close()
+        message = str(error) if isinstance(error, UserError) else _os_error_message(error)
+        sys.stderr.write('\nerror: {}\n'.format(message) if sys.stderr.isatty()
+                         else 'error: {}\n'.format(message))
         sys.exit(2)
+
+
+def _os_error_message(error):
+    """One line for an OSError, naming the path and what to do."""
+    path = error.filename2 or error.filename or 'a file'   # os.replace: the target
+    hints = {errno.EACCES: 'choose a folder you can write, or fix its permissions',
+             errno.EROFS: 'the file system is read-only; choose another folder',
+             errno.ENOSPC: 'the disk is full; free space or choose another folder',
+             errno.EISDIR: 'it is a folder; pass a file path',
+             errno.ENOTDIR: 'a part of the path is a file, not a folder; pass another path',
+             errno.ENOENT: 'it does not exist; check the path'}
+    return 'cannot use {} ({}); {}'.format(
+        path, error.strerror or error, hints.get(error.errno, 'check the path and the disk'))
 
 
 # ---------------------------------------------------------------- atomic output
 def atomic_write(path, write, mode):
     """Write through a temporary file in the same folder, then rename, so a crash
     never leaves a half-written `path` behind."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix=os.path.basename(path))
+    atomic_write_files([(path, write, mode)])
+
+
+def atomic_write_files(writes):
+    """writes: [(path, write(file), mode)]. Every file is written to a temporary sibling
+    first and all are renamed only once every one succeeded, so a failure leaves all
+    the old files as they were (a report and its data never end up half new)."""
+    temporaries = []
     try:
-        # Text is always UTF-8 (the HTML pages say so), whatever the locale.
-        with os.fdopen(fd, mode, **({} if 'b' in mode else {'encoding': 'utf-8'})) as f:
-            write(f)
-        os.replace(tmp, path)
+        for path, write, mode in writes:
+            folder = os.path.dirname(os.path.abspath(path))
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix=os.path.basename(path))
+            temporaries.append(tmp)
+            # mkstemp makes the file 0600; give it the mode a plain open() would.
+            os.chmod(tmp, 0o666 & ~_umask())
+            # Text is always UTF-8 (the HTML pages say so), whatever the locale.
+            with os.fdopen(fd, mode, **({} if 'b' in mode else {'encoding': 'utf-8'})) as f:
+                write(f)
+        for (path, _, _), tmp in zip(writes, temporaries):
+            os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        for tmp in temporaries:
+            if os.path.exists(tmp):
+                os.remove(tmp)
         raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path, text):
@@ -52,15 +94,25 @@ def atomic_write_text(path, text):
 
 
 def atomic_write_json(path, obj):
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + '\n')
+    atomic_write_files([json_write(path, obj)])
 
 
 def atomic_savez(path, **arrays):
     """np.savez without pickle: object arrays are refused at write time too."""
+    atomic_write_files([savez_write(path, arrays)])
+
+
+def savez_write(path, arrays):
+    """(path, write, mode) of an npz without pickle, for atomic_write_files."""
     for name, array in arrays.items():
         if np.asarray(array).dtype == object:
             raise ValueError('refusing to save object array {!r} (would need pickle)'.format(name))
-    atomic_write(path, lambda f: np.savez(f, **arrays), 'wb')
+    return path, lambda f: np.savez(f, **arrays), 'wb'
+
+
+def json_write(path, obj):
+    """(path, write, mode) of a JSON file, for atomic_write_files."""
+    return path, lambda f: f.write(json.dumps(obj, indent=2, sort_keys=True) + '\n'), 'w'
 
 
 def file_digest(path, algorithm='md5'):
@@ -75,12 +127,10 @@ def file_digest(path, algorithm='md5'):
 def load_npz_safely(path, target, what='model file'):
     """Load a Chainer npz (model or trainer snapshot) into `target` with pickle off:
     chainer.serializers.load_npz allows pickle, so a crafted file could run code."""
-    import zipfile
+    check_npz(path, what, 're-train')
     try:
         with np.load(path, allow_pickle=False) as npz:
             chainer.serializers.NpzDeserializer(npz).load(target)
-    except FileNotFoundError:
-        raise UserError('{} {} does not exist; train first'.format(what, path))
     except (OSError, zipfile.BadZipFile) as e:
         raise UserError('{} {} is not a readable npz file ({}); re-train'.format(what, path, e))
     except (KeyError, ValueError) as e:
@@ -91,27 +141,127 @@ def load_npz_safely(path, target, what='model file'):
                         '({}: {})'.format(what, path, type(e).__name__, e))
 
 
+def check_npz(path, what, fix):
+    """UserError unless `path` is a non-empty zip archive (what every .npz is), so that
+    numpy never guesses that other bytes are pickled data."""
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        raise UserError('{} {} does not exist; {}'.format(what, path, fix))
+    except IsADirectoryError:
+        raise UserError('{} {} is a folder, not an npz file; {}'.format(what, path, fix))
+    if not head:
+        raise UserError('{} {} is empty (0 bytes); {}'.format(what, path, fix))
+    if head != b'PK\x03\x04':
+        raise UserError('{} {} is not an npz file (it is not a zip archive); {}'.format(
+            what, path, fix))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse for every CLI here: --help shows each flag's default, and a bad flag is
+    one line on stderr (exit status 2) naming the flag, like every other user error."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault('formatter_class', argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(**kwargs)
+
+    def error(self, message):
+        sys.stderr.write('error: {} (see {} --help)\n'.format(message, self.prog))
+        sys.exit(2)
+
+
 def positive_int(text):
     """argparse type: an integer >= 1, with a one-line usage error otherwise."""
-    import argparse
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError('must be an integer >= 1, got {!r}'.format(text))
+    return _bounded(text, int, 1, None, 'an integer >= 1')
+
+
+def non_negative_int(text):
+    """argparse type: an integer >= 0 (a seed, a count that may be zero)."""
+    return _bounded(text, int, 0, None, 'an integer >= 0')
+
+
+def positive_number(text):
+    """argparse type: a finite number > 0 (a time budget, a temperature)."""
+    value = _bounded(text, float, 0.0, None, 'a number > 0')
+    if value == 0:
+        raise argparse.ArgumentTypeError('must be a number > 0, got {!r}'.format(text))
     return value
 
 
-def read_json(path, what='file'):
-    """Load JSON with a one-line error naming the file when it is missing or malformed."""
+def fraction(text):
+    """argparse type: a number in [0, 1) (dropout, a held-out fraction)."""
+    value = _bounded(text, float, 0.0, None, 'a number in [0, 1)')
+    if value >= 1:
+        raise argparse.ArgumentTypeError('must be a number in [0, 1), got {!r}'.format(text))
+    return value
+
+
+def _bounded(text, kind, minimum, maximum, what):
     try:
-        with open(path) as f:
-            return json.load(f)
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
+    if not np.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
+        raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
+    return value
+
+
+def check_output_path(path, flag):
+    """UserError, before any work, when output file `path` (from `flag`) is a folder or
+    lies below a file."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise UserError('{} {} is a folder; pass a file path'.format(flag, path))
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise UserError('{} {}: {} is a file, not a folder; pass another path'.format(
+            flag, path, parent))
+
+
+def check_output_folder(path, flag):
+    """UserError, before any work, when output folder `path` (from `flag`) is a file."""
+    if path is not None and os.path.exists(path) and not os.path.isdir(path):
+        raise UserError('{} {} is a file; pass a folder'.format(flag, path))
+
+
+def read_json(path, what='file', expect=None):
+    """Load JSON with a one-line error naming the file when it is missing, malformed,
+    or (with `expect`, a type such as dict or list) of another kind."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            value = json.load(f)
     except FileNotFoundError:
         raise UserError('{} {} does not exist'.format(what, path))
-    except ValueError as e:
+    except IsADirectoryError:
+        raise UserError('{} {} is a folder, not a JSON file'.format(what, path))
+    except (ValueError, UnicodeDecodeError) as e:
         raise UserError('{} {} is not valid JSON ({}); re-create it'.format(what, path, e))
+    if expect is not None and not isinstance(value, expect):
+        raise UserError('{} {} holds a JSON {}, expected a JSON {}; re-create it'.format(
+            what, path, _json_kind(value), _json_kind(expect())))
+    return value
+
+
+def _json_kind(value):
+    return {dict: 'object', list: 'list', str: 'string'}.get(type(value), type(value).__name__)
+
+
+def vocab_digest(vocab):
+    """md5 of a vocabulary's (word, id) pairs, independent of the JSON formatting."""
+    return hashlib.md5(json.dumps(sorted(vocab.items())).encode('utf-8')).hexdigest()
+
+
+def examples_digest(*parts):
+    """md5 of lists of (tokens, label) examples: a data file changed since training, even
+    with the same number of lines, changes it."""
+    digest = hashlib.md5()
+    for part in parts:
+        digest.update(json.dumps(part).encode('utf-8'))
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- vocabulary
@@ -152,78 +302,6 @@ def example_to_ids(tokens, vocab):
 def encode_examples(examples, vocab):
     """[(tokens, label)] -> [(ids, label)] with ids from example_to_ids."""
     return [(example_to_ids(tokens, vocab), label) for tokens, label in examples]
-
-
-# ---------------------------------------------------------------- word vectors
-def _open_vectors(path):
-    """Open a GloVe/word2vec text file, plain, .gz, or the single .txt inside a .zip."""
-    if not os.path.exists(path):
-        raise UserError('word vectors file {} does not exist; pass --word_vectors PATH '
-                        '(e.g. ../shared/data/glove/glove.6B.50d.txt.gz)'.format(path))
-    if path.endswith('.gz'):
-        return io.TextIOWrapper(gzip.open(path), encoding='utf-8', errors='replace')
-    if path.endswith('.zip'):
-        archive = zipfile.ZipFile(path)
-        members = [n for n in archive.namelist() if n.endswith(('.txt', '.vec'))]
-        if len(members) != 1:
-            raise UserError('{} must contain exactly one .txt/.vec file, found {}'.format(
-                path, members))
-        return io.TextIOWrapper(archive.open(members[0]), encoding='utf-8', errors='replace')
-    return open(path, encoding='utf-8', errors='replace')
-
-
-def read_vectors(path, words):
-    """{file word: float32 vector} for the file's words that are in `words` or are the
-    lowercase form of one (uncased GloVe serves cased data). Returns (vectors, dim)."""
-    wanted = set(words) | {w.lower() for w in words}
-    vectors, dim = {}, None
-    with _open_vectors(path) as f:
-        for line_number, line in enumerate(f, 1):
-            parts = line.rstrip().split(' ')
-            if line_number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
-                continue  # word2vec text header "n_words dim"
-            if dim is None:
-                dim = len(parts) - 1
-            if len(parts) - 1 < dim or dim < 1:
-                raise UserError('{} line {}: expected a word and {} numbers, got {} fields; '
-                                'is this a GloVe/word2vec text file?'.format(
-                                    path, line_number, dim, len(parts)))
-            # A few GloVe 840B words contain spaces: the last `dim` fields are the vector.
-            word = ' '.join(parts[:-dim])
-            if word in wanted:
-                try:
-                    vectors[word] = np.asarray(parts[-dim:], dtype=np.float32)
-                except ValueError:
-                    raise UserError('{} line {}: a vector value is not a number'.format(
-                        path, line_number))
-    if dim is None:
-        raise UserError('word vectors file {} is empty'.format(path))
-    return vectors, dim
-
-
-def vector_for(word, vectors):
-    """The exact form's vector, else the lowercase form's, else None."""
-    return vectors.get(word, vectors.get(word.lower()))
-
-
-def embedding_matrix(vocab, vectors, dim, seed=0):
-    """(matrix float32 (len(vocab), dim), coverage): pretrained rows where a vector
-    exists, small random values elsewhere; coverage = fraction of vocabulary words
-    (not '<eos>'/'<unk>') that got a pretrained vector."""
-    matrix = np.random.RandomState(seed).normal(0, 0.1, (len(vocab), dim)).astype(np.float32)
-    covered = 0
-    for word, index in vocab.items():
-        vector = vector_for(word, vectors)
-        if vector is not None:
-            matrix[index] = vector
-            covered += word not in (EOS, UNK)
-    return matrix, covered / max(1, len(vocab) - 2)
-
-
-def load_word_vectors(path, vocab, seed=0):
-    """Pretrained vectors for `vocab` (see embedding_matrix): (matrix, coverage)."""
-    vectors, dim = read_vectors(path, vocab)
-    return embedding_matrix(vocab, vectors, dim, seed)
 
 
 # ---------------------------------------------------------------- batching

@@ -3,26 +3,31 @@
     python paper_results.py table1        # results/table1.md and .csv
     python paper_results.py training      # results/training.md and .csv
     python paper_results.py reliability --run stsa.binary_cnn   # results/reliability_*.png
-    python paper_results.py table2|highlights|terribly --run stsa.binary_bilstm
+    python paper_results.py table2|highlights|terribly --run stsa.binary_bilstm \
+        [--normalization total|per-sign|half-scale]
+    python paper_results.py normalizations --run stsa.binary_cnn   # all three, one table
     python paper_results.py snli-artifacts --run snli_bilstm
 
 Each output names the command that produced it; the runs themselves come from
 scripts/train_and_dknn.sh (see the README).
 """
-import argparse
-import csv
-import io
 import os
 import sys
 
 import numpy as np
 
-import interpretations
+import dknn as dknn_lib
+import knn_index
 import model_setup
+import nets
 import nlp_utils
 import plots
-import dknn as dknn_lib
+import result_folder
+import saliency
+import saliency_report
 import scaling
+import text_datasets
+from tables import markdown_table, write_table
 from nlp_utils import UserError
 
 TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
@@ -34,7 +39,6 @@ PAPER_TABLE1 = {
     'cnn': {'SST': (85.7, 85.8), 'CR': (83.3, 83.4), 'TREC': (92.8, 92.4),
             'MPQA': (89.1, 88.7), 'SUBJ': (93.5, 93.1)},
 }
-MODEL_NAMES = {'bilstm': 'BiLSTM', 'cnn': 'CNN'}
 
 # Table 2's SST test sentences (as fragments of the tokenized, lowercased text).
 TABLE2_FRAGMENTS = ['an intelligent fiction about learning through cultural clash',
@@ -57,79 +61,127 @@ PAPER_ARTIFACTS = {
 }
 
 
-def read_run(folder):
-    """dknn.json and the epoch count of a result folder, or None if DkNN was not run."""
-    if not os.path.exists(os.path.join(folder, 'dknn.json')):
-        return None
-    report = nlp_utils.read_json(os.path.join(folder, 'dknn.json'))
-    report['epoch'] = nlp_utils.read_json(os.path.join(folder, 'args.json'))['epoch']
-    return report
+def read_runs(folder):
+    """The DkNN test reports of a result folder, one per backend that was run, each
+    with `epoch` and, where DkNN also ran on dev, `dev_softmax_accuracy` and
+    `dev_dknn_accuracy`. [] when DkNN was not run."""
+    reports = []
+    for backend in knn_index.BACKENDS:
+        test, dev = (os.path.join(folder, dknn_lib.output_names(split, backend)[0])
+                     for split in ('test', 'dev'))
+        if not os.path.exists(test):
+            continue
+        report = nlp_utils.read_json(test, 'DkNN report', dict)
+        config = nlp_utils.read_json(os.path.join(folder, 'args.json'), 'model setup', dict)
+        # Runs from before --vocab existed built it from the training split.
+        report.update(epoch=config.get('epoch'), seed=config.get('seed'),
+                      vocab=config.get('vocab', 'train'))
+        if os.path.exists(dev):
+            dev_report = nlp_utils.read_json(dev, 'DkNN report', dict)
+            report.update(dev_softmax_accuracy=dev_report['softmax_accuracy'],
+                          dev_dknn_accuracy=dev_report['dknn_accuracy'])
+        reports.append(report)
+    return reports
 
 
 def table1_rows(results_dir):
-    """One row per model and dataset (results/<dataset>_<model>), plus one per extra
-    seed (results/<dataset>_<model>_seed<N>, from RUN=... scripts/train_and_dknn.sh)."""
+    """One row per run and backend: results/<dataset>_<model> and every variant of it
+    (results/<dataset>_<model>_<anything>, e.g. _seed1 or _trainvocab, from RUN=...
+    train_and_dknn.sh); one 'not run' row where a model and dataset have none."""
+    names = sorted(os.listdir(results_dir)) if os.path.isdir(results_dir) else []
     rows = []
     for model in ('bilstm', 'cnn'):
         for dataset, short in TABLE1_DATASETS:
             run = '{}_{}'.format(dataset, model)
-            seeds = sorted(name for name in os.listdir(results_dir)
-                           if name.startswith(run + '_seed')) if os.path.isdir(results_dir) else []
-            for name in [run] + seeds:
-                rows.append(table1_row(results_dir, name, model, short))
+            variants = [name for name in names if name == run or name.startswith(run + '_')]
+            found = [row for name in variants
+                     for row in table1_row(results_dir, name, model, short)]
+            rows.extend(found or [table1_empty_row(run, model, short)])
     return rows
 
 
-def table1_row(results_dir, name, model, short):
+def percent(fraction):
+    return None if fraction is None else round(100 * fraction, 1)
+
+
+def table1_empty_row(name, model, short):
     paper_softmax, paper_dknn = PAPER_TABLE1[model][short]
-    row = {'model': MODEL_NAMES[model], 'dataset': short, 'run': name,
-           'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
-           'dknn': None, 'difference': None, 'epochs': None, 'backend': None, 'k': None}
-    run = read_run(os.path.join(results_dir, name))
-    if run:
-        softmax, dknn = 100 * run['softmax_accuracy'], 100 * run['dknn_accuracy']
-        row.update(softmax=round(softmax, 1), dknn=round(dknn, 1),
-                   difference=round(dknn - softmax, 1), epochs=run['epoch'],
-                   backend=run['backend'], k=run['k'])
-    return row
+    return {'model': nets.MODEL_NAMES[model], 'dataset': short, 'run': name,
+            'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
+            'dknn': None, 'difference': None, 'dev_softmax': None, 'dev_dknn': None,
+            'epochs': None, 'backend': None, 'k': None, 'seed': None, 'vocab': None}
 
 
-def markdown_table(rows, columns):
-    show = lambda value: 'not run' if value is None else str(value)
-    lines = ['| ' + ' | '.join(columns) + ' |', '|' + ' --- |' * len(columns)]
-    lines += ['| ' + ' | '.join(show(row[c]) for c in columns) + ' |' for row in rows]
-    return '\n'.join(lines) + '\n'
+def table1_row(results_dir, name, model, short):
+    """The rows of one run: one per backend DkNN ran with (none if it did not run)."""
+    rows = []
+    for report in read_runs(os.path.join(results_dir, name)):
+        softmax, dknn = 100 * report['softmax_accuracy'], 100 * report['dknn_accuracy']
+        rows.append(dict(table1_empty_row(name, model, short), softmax=round(softmax, 1),
+                         dknn=round(dknn, 1), difference=round(dknn - softmax, 1),
+                         epochs=report['epoch'], seed=report['seed'], vocab=report['vocab'],
+                         dev_softmax=percent(report.get('dev_softmax_accuracy')),
+                         dev_dknn=percent(report.get('dev_dknn_accuracy')),
+                         backend=report['backend'], k=report['k']))
+    return rows
 
 
-def csv_text(rows, columns):
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, columns, lineterminator='\n')
-    writer.writeheader()
-    writer.writerows({c: row[c] for c in columns} for row in rows)
-    return buffer.getvalue()
-
-
-def write_table(path_stem, rows, columns, header):
-    nlp_utils.atomic_write_text(path_stem + '.md', header + '\n' + markdown_table(rows, columns))
-    nlp_utils.atomic_write_text(path_stem + '.csv', csv_text(rows, columns))
+def table1_summary(rows):
+    """Runs grouped by model, dataset, vocabulary and backend: mean and standard
+    deviation over the seeds of test accuracy, means of dev accuracy."""
+    groups = {}
+    for row in rows:
+        key = (row['model'], row['dataset'], row['vocab'], row['backend'])
+        groups.setdefault(key, []).append(row)
+    summary = []
+    for (model, dataset, vocab, backend), members in groups.items():
+        first = members[0]
+        entry = {'model': model, 'dataset': dataset, 'vocab': vocab, 'backend': backend,
+                 'seeds': len(members) if first['softmax'] is not None else 0,
+                 'epochs': '/'.join(sorted({str(m['epochs']) for m in members})),
+                 'paper_softmax': first['paper_softmax'], 'paper_dknn': first['paper_dknn']}
+        for column in ('softmax', 'dknn', 'difference', 'dev_softmax', 'dev_dknn'):
+            values = [m[column] for m in members if m[column] is not None]
+            entry[column] = round(float(np.mean(values)), 1) if values else None
+        for column in ('softmax', 'dknn'):
+            values = [m[column] for m in members if m[column] is not None]
+            entry[column + '_sd'] = round(float(np.std(values)), 1) if len(values) > 1 else None
+        summary.append(entry)
+    return summary
 
 
 def table1(args):
     rows = table1_rows(args.results)
-    columns = ['model', 'dataset', 'softmax', 'dknn', 'difference', 'paper_softmax',
-               'paper_dknn', 'epochs', 'run', 'backend', 'k']
+    if all(row['dknn'] is None for row in rows):
+        raise UserError('no result folder under {} has a DkNN test report for Table 1; run '
+                        'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
+    produced = 'Produced by: `python {}`'.format(' '.join(sys.argv))
+    columns = ['model', 'dataset', 'vocab', 'softmax', 'softmax_sd', 'dknn', 'dknn_sd',
+               'difference', 'dev_softmax', 'dev_dknn', 'paper_softmax', 'paper_dknn', 'seeds',
+               'epochs', 'backend']
     header = ('# Table 1: softmax vs DkNN test accuracy (%)\n\nOurs: GloVe 6B 50d, this 2-core '
-              'CPU, epoch chosen on dev; paper: GloVe 840B 300d.\nProduced by: `{}`\n'.format(
-                  'python ' + ' '.join(sys.argv)))
-    write_table(os.path.join(args.out, 'table1'), rows, columns, header)
-    print(markdown_table(rows, columns))
+              'CPU, epoch chosen on dev; mean (and standard deviation, *_sd) over the seeds '
+              'run, dev accuracy beside test; vocab: `pretrained` keeps every word with a '
+              'GloVe vector (Kim 2014), `train` only training words. Paper: GloVe 840B 300d, '
+              'one run. Every run: [table1_runs.md](table1_runs.md).\n{}\n'.format(produced))
+    summary = table1_summary(rows)
+    write_table(os.path.join(args.out, 'table1'), summary, columns, header)
+    run_columns = ['model', 'dataset', 'run', 'seed', 'vocab', 'softmax', 'dknn', 'difference',
+                   'dev_softmax', 'dev_dknn', 'epochs', 'backend', 'k']
+    write_table(os.path.join(args.out, 'table1_runs'), rows, run_columns,
+                '# Table 1, every run (%)\n\n{}\n'.format(produced))
+    print(markdown_table(summary, columns))
 
 
 def training_row(folder):
     """Accuracy, speed and memory of one training run, from its result folder."""
-    config = nlp_utils.read_json(os.path.join(folder, 'args.json'))
-    result = nlp_utils.read_json(os.path.join(folder, 'train_result.json'))
-    log = nlp_utils.read_json(os.path.join(folder, 'log'))
+    config = model_setup.read_config(os.path.join(folder, 'args.json'))
+    result = nlp_utils.read_json(os.path.join(folder, 'train_result.json'), 'training result',
+                                 dict)
+    log = nlp_utils.read_json(os.path.join(folder, 'log'), 'training log', list)
+    if not log or not isinstance(log[-1], dict) or 'elapsed_time' not in log[-1]:
+        raise UserError('training log {} has no finished epoch; re-train that run or remove '
+                        'it from {}'.format(os.path.join(folder, 'log'), os.path.dirname(folder)))
     timing = {}
     if os.path.exists(os.path.join(folder, 'time.txt')):
         with open(os.path.join(folder, 'time.txt')) as f:
@@ -162,6 +214,9 @@ def training(args):
     folders = sorted(os.path.join(args.results, name) for name in os.listdir(args.results)
                      if not name.startswith('demo_')
                      and os.path.exists(os.path.join(args.results, name, 'train_result.json')))
+    if not folders:
+        raise UserError('no result folder under {} has a train_result.json; train with '
+                        'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
     rows = [training_row(folder) for folder in folders]
     columns = ['dataset', 'model', 'dev', 'test', 'epochs', 'seconds_per_epoch',
                'peak_memory_mb', 'command']
@@ -174,30 +229,63 @@ def training(args):
 
 
 def reliability(args):
-    path = os.path.join(args.results, args.run, 'dknn_predictions.npz')
+    check_run_exists(args)
+    path = os.path.join(args.results, args.run, dknn_lib.output_names('test', args.backend)[1])
     if not os.path.exists(path):
-        raise UserError('{} does not exist; run python run_dknn.py --model-setup {}/args.json '
-                        'first'.format(path, os.path.dirname(path)))
+        raise UserError('{} does not exist; run run_dknn.py --model-setup {}/args.json '
+                        '--backend {} first'.format(path, os.path.dirname(path), args.backend))
     with np.load(path, allow_pickle=False) as predictions:
         labels, probabilities = predictions['label'], predictions['softmax_probability']
-        curves = [('DkNN credibility', predictions['credibility'],
-                   predictions['prediction'] == labels),
-                  ('softmax confidence', probabilities.max(axis=1),
-                   probabilities.argmax(axis=1) == labels)]
+        curves = [scaling.reliability_curve('DkNN credibility', predictions['credibility'],
+                                            predictions['prediction'] == labels),
+                  scaling.reliability_curve('softmax confidence', probabilities.max(axis=1),
+                                            probabilities.argmax(axis=1) == labels)]
     output = os.path.join(args.out, 'reliability_{}.png'.format(args.run))
-    plots.reliability_diagram(output, curves, '{} (test set)'.format(args.run))
+    plots.save_figure(plots.reliability_figure(curves, '{} (test set)'.format(args.run)), output)
     print('wrote', output)
 
 
 # ---------------------------------------------------------------- interpretation analyses
-def load_run(args, needs_temperature=False):
+SNLI_PROXY_FLAGS = (' --train-file ../shared/data/snli_1.0/snli_1.0_dev.jsonl'
+                    ' --test-file ../shared/data/snli_1.0/snli_1.0_test.jsonl')
+
+
+def check_run_exists(args):
+    """UserError naming the missing run folder and the command that makes it."""
+    folder = os.path.join(args.results, args.run)
+    if os.path.exists(os.path.join(folder, 'args.json')):
+        return folder
+    dataset, _, model = args.run.rpartition('_')
+    how = 'RUN=NAME scripts/train_and_dknn.sh DATASET MODEL'
+    if dataset in text_datasets.DATASETS and model in nets.MODELS:
+        how = 'scripts/train_and_dknn.sh {} {}{}'.format(
+            dataset, model, SNLI_PROXY_FLAGS if dataset == 'snli' else '')
+    raise UserError('{} holds no trained run; make it with `{}` (or pass --run of one that '
+                    'exists)'.format(folder, how))
+
+
+def load_run(args, needs_temperature=False, check=None):
     """(setup, dknn) of results/<run> with the DkNN the analyses share; a missing
-    temperature.json is reported before the slow DkNN build."""
-    setup = model_setup.load_setup(os.path.join(args.results, args.run, 'args.json'))
+    temperature.json, or a model that `check(setup, args)` refuses, is reported before
+    the slow DkNN build."""
+    setup = model_setup.load_setup(os.path.join(check_run_exists(args), 'args.json'))
+    if check is not None:
+        check(setup, args)
     if needs_temperature:
         scaling.load_temperature(setup.result_dir)
-    dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
+    with result_folder.lock(setup.result_dir, 'paper_results.py'):   # DkNN caches
+        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
     return setup, dknn
+
+
+def check_binary_sentiment(setup, args):
+    """The 'terribly' analyses need a binary single-sentence model with a positive class."""
+    if setup.config['n_class'] != 2 or setup.model.pair:
+        raise UserError("terribly applies to a binary sentiment model (the paper's SST); {} has "
+                        "{} classes{}: pass --run of an SST model".format(
+                            args.run, setup.config['n_class'],
+                            ' and sentence pairs' if setup.model.pair else ''))
+    label_id(setup, args.positive_label, '--positive-label')
 
 
 def label_id(setup, name, flag):
@@ -227,12 +315,17 @@ def table2(args):
             raise UserError('no test sentence contains {!r}'.format(fragment))
         examples.append(found[0])
     methods = ['conformity', 'confidence', 'gradient']
-    results = interpretations.interpret_all(setup, methods, examples, dknn, args.batchsize)
-    views = interpretations.build_views(results, setup.vocab, setup.label_names)
-    stem = os.path.join(args.out, 'table2_' + args.run)
-    interpretations.render_html(views, stem + '.html', 'Table 2. ' + provenance(setup))
-    interpretations.render_png(views, stem + '.png')
-    print('wrote {0}.html and {0}.png'.format(stem))
+    results = saliency.interpret_all(setup, methods, examples, dknn, args.batchsize)
+    views = saliency_report.build_views(results, setup.vocab, setup.label_names,
+                                        normalization=args.normalization)
+    stem = output_stem(args, 'table2')
+    title = 'Table 2. ' + provenance(setup)
+    rows = saliency_report.importance_rows(results, setup.vocab, setup.label_names,
+                                           args.normalization)
+    nlp_utils.atomic_write_files([saliency_report.html_write(views, stem + '.html', title),
+                                  saliency_report.png_write(views, stem + '.png', title),
+                                  saliency_report.importances_write(rows, stem + '.csv')])
+    print('wrote {0}.html, {0}.png and {0}.csv'.format(stem))
 
 
 def mean_or_none(values):
@@ -240,26 +333,45 @@ def mean_or_none(values):
     return round(float(np.mean(values)), 2) if values else None
 
 
+def output_stem(args, analysis):
+    """results/<analysis>_<run>, with the normalisation appended unless it is the default."""
+    suffix = '' if args.normalization == saliency.DEFAULT_NORMALIZATION else (
+        '_' + args.normalization)
+    return os.path.join(args.out, '{}_{}{}'.format(analysis, args.run, suffix))
+
+
+def normalization_text(normalization):
+    return 'Normalisation: {} ({}).'.format(normalization,
+                                           saliency.NORMALIZATIONS[normalization])
+
+
+HIGHLIGHT_METHODS = ['gradient', 'confidence', 'calibrated', 'conformity']
+
+
+def mean_highlighted(maps, normalization):
+    """Average number of highlighted words over [Interpretation]; one-token sentences
+    have no leave-one-out map (NaN) and are left out."""
+    return mean_or_none([
+        float(saliency.highlighted(m.scores, normalization=normalization).sum())
+        if not np.isnan(m.scores).any() else np.nan for m in maps])
+
+
 def highlights(args):
     """Section 5.1 and 6.2: highlighted words per sentence over the whole test set."""
     setup, dknn = load_run(args, needs_temperature=True)
-    methods = ['gradient', 'confidence', 'calibrated', 'conformity']
-    results = interpretations.interpret_all(setup, methods, setup.splits.test, dknn,
-                                            args.batchsize)
+    sentences = setup.splits.test[:args.limit]   # progress bars count the rows done
+    results = saliency.interpret_all(setup, HIGHLIGHT_METHODS, sentences, dknn, args.batchsize)
     lengths = [len(maps.tokens) for maps in results['gradient']]
-    rows = []
-    for method in methods:
-        # One-token sentences have no leave-one-out map (NaN) and are left out.
-        counts = [float(interpretations.highlighted(m.scores).sum())
-                  if not np.isnan(m.scores).any() else np.nan for m in results[method]]
-        rows.append({'method': method, 'highlighted_words': mean_or_none(counts),
-                     'paper': PAPER_HIGHLIGHTS.get(method), 'sentences': len(counts)})
+    rows = [{'method': method,
+             'highlighted_words': mean_highlighted(results[method], args.normalization),
+             'paper': PAPER_HIGHLIGHTS.get(method), 'sentences': len(results[method])}
+            for method in HIGHLIGHT_METHODS]
     header = ('# Highlighted words per SST test sentence (|normalised importance| > 0.05)\n\n'
-              'Average sentence length: {:.2f} words here, 20.23 in the paper. {}\n'.format(
-                  np.mean(lengths), provenance(setup)))
-    write_table(os.path.join(args.out, 'highlights_' + args.run), rows,
-                ['method', 'highlighted_words', 'paper', 'sentences'], header)
-    print(markdown_table(rows, ['method', 'highlighted_words', 'paper', 'sentences']))
+              'Average sentence length: {:.2f} words here, 20.23 in the paper. {} {}\n'.format(
+                  np.mean(lengths), normalization_text(args.normalization), provenance(setup)))
+    columns = ['method', 'highlighted_words', 'paper', 'sentences']
+    write_table(output_stem(args, 'highlights'), rows, columns, header)
+    print(markdown_table(rows, columns))
 
 
 def terribly_paraphrases(examples, positive_label):
@@ -277,38 +389,81 @@ def terribly_paraphrases(examples, positive_label):
     return paraphrases
 
 
-def terribly(args):
-    """Section 5.1: average rank of the inserted 'terribly' (1 = most negative).
+TERRIBLY_METHODS = ['conformity', 'confidence', 'calibrated', 'gradient']
 
-    Binary SST only: ranks are of the importance toward the positive class."""
-    setup, dknn = load_run(args, needs_temperature=True)
+
+def terribly_maps(args, setup, dknn):
+    """(paraphrases, {method: [Interpretation]}) of the 'terribly' paraphrases of dev."""
     positive = label_id(setup, args.positive_label, '--positive-label')
     paraphrases = terribly_paraphrases(setup.splits.dev, positive)
     if not paraphrases:
         raise UserError("no positive dev sentence contains 'great'")
-    methods = ['conformity', 'confidence', 'calibrated', 'gradient']
-    results = interpretations.interpret_all(
-        setup, methods, [(tokens, label) for tokens, label, _ in paraphrases], dknn,
+    return paraphrases, saliency.interpret_all(
+        setup, TERRIBLY_METHODS, [(tokens, label) for tokens, label, _ in paraphrases], dknn,
         args.batchsize)
+
+
+def mean_terribly_rank(maps, paraphrases, positive, normalization):
+    """Average rank of 'terribly' (1 = most negative) in the normalised maps, importance
+    taken toward the positive class: for a binary task that is the map of a negative
+    prediction with its sign flipped, so the ranks answer "does 'terribly' push toward
+    negative?" whatever each method predicted."""
+    return mean_or_none([saliency.importance_ranks(saliency.normalize(
+        m.scores if m.prediction == positive else -m.scores, normalization))[position]
+        for m, (_, _, position) in zip(maps, paraphrases)])
+
+
+def terribly(args):
+    """Section 5.1: average rank of the inserted 'terribly' (1 = most negative).
+
+    Binary SST only: ranks are of the importance toward the positive class."""
+    setup, dknn = load_run(args, needs_temperature=True, check=check_binary_sentiment)
+    positive = label_id(setup, args.positive_label, '--positive-label')
+    paraphrases, results = terribly_maps(args, setup, dknn)
     rows = []
-    for method in methods:
-        # Importance toward the positive class: for a binary task that is the map of a
-        # negative prediction with its sign flipped, so the ranks answer "does 'terribly'
-        # push toward negative?" whatever each method predicted.
-        ranks = [interpretations.importance_ranks(
-                     m.scores if m.prediction == positive else -m.scores)[position]
-                 for m, (_, _, position) in zip(results[method], paraphrases)]
+    for method in TERRIBLY_METHODS:
         predicted_positive = np.mean([m.prediction == positive for m in results[method]])
-        rows.append({'method': method, 'average_rank': mean_or_none(ranks),
-                     'paper': PAPER_TERRIBLY.get(method), 'examples': len(ranks),
+        rows.append({'method': method, 'average_rank': mean_terribly_rank(
+                         results[method], paraphrases, positive, args.normalization),
+                     'paper': PAPER_TERRIBLY.get(method), 'examples': len(paraphrases),
                      'predicted_positive': round(float(predicted_positive), 2)})
     header = ("# Average rank of 'terribly' (1 = most negative word)\n\n"
               "{} paraphrases (the paper: 66) of positive dev sentences with 'great' replaced "
               "by 'terribly awesome/wonderful/impressive'; importance toward the positive class "
-              "(sign flipped where a method predicts negative). {}\n".format(
-                  len(paraphrases), provenance(setup)))
+              "(sign flipped where a method predicts negative). {} {}\n".format(
+                  len(paraphrases), normalization_text(args.normalization), provenance(setup)))
     columns = ['method', 'average_rank', 'paper', 'examples', 'predicted_positive']
-    write_table(os.path.join(args.out, 'terribly_' + args.run), rows, columns, header)
+    write_table(output_stem(args, 'terribly'), rows, columns, header)
+    print(markdown_table(rows, columns))
+
+
+def normalizations(args):
+    """Section 5.1 highlight counts and 'terribly' ranks under every normalisation."""
+    setup, dknn = load_run(args, needs_temperature=True, check=check_binary_sentiment)
+    positive = label_id(setup, args.positive_label, '--positive-label')
+    test_maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
+                                              args.batchsize)
+    paraphrases, paraphrase_maps = terribly_maps(args, setup, dknn)
+    names = list(saliency.NORMALIZATIONS)
+    rows = []
+    for method in HIGHLIGHT_METHODS:
+        row = {'method': method}
+        row.update({'highlighted_' + n: mean_highlighted(test_maps[method], n) for n in names})
+        row['paper_highlighted'] = PAPER_HIGHLIGHTS.get(method)
+        row.update({'terribly_rank_' + n: mean_terribly_rank(
+            paraphrase_maps[method], paraphrases, positive, n) for n in names})
+        row['paper_terribly_rank'] = PAPER_TERRIBLY.get(method)
+        rows.append(row)
+    columns = list(rows[0])
+    header = ("# Section 5.1 under each normalisation of the maps\n\n"
+              "highlighted_*: words per SST test sentence ({} sentences) with |normalised "
+              "importance| > 0.05; terribly_rank_*: average rank of 'terribly' (1 = most "
+              "negative) over {} dev paraphrases (the paper: 66). Normalisations: {}. The "
+              "paper's numbers are for its BiLSTM. {}\n".format(
+                  len(setup.splits.test), len(paraphrases), '; '.join(
+                      '{} = {}'.format(n, d) for n, d in saliency.NORMALIZATIONS.items()),
+                  provenance(setup)))
+    write_table(os.path.join(args.out, 'normalization_' + args.run), rows, columns, header)
     print(markdown_table(rows, columns))
 
 
@@ -327,7 +482,7 @@ def artifact_rows(setup, results):
                 for m in results[method]:
                     hypothesis = [t.lower() for t in m.tokens]
                     if m.prediction == label and word in hypothesis:
-                        ranks.append(interpretations.importance_ranks(
+                        ranks.append(saliency.importance_ranks(
                             m.scores, most_positive_first=True)[hypothesis.index(word)])
                 row[method] = mean_or_none(ranks)
                 row['n_' + method] = len(ranks)
@@ -341,7 +496,7 @@ def snli_artifacts(args):
     artifacts = {w for words in PAPER_ARTIFACTS.values() for w in words}
     examples = [ex for ex in setup.splits.test
                 if artifacts & {t.lower() for t in ex[0][1]}]
-    results = interpretations.interpret_all(setup, ['conformity', 'confidence'], examples,
+    results = saliency.interpret_all(setup, ['conformity', 'confidence'], examples,
                                             dknn, args.batchsize)
     rows = artifact_rows(setup, results)
     columns = ['label', 'artifact', 'conformity', 'confidence', 'paper_conformity',
@@ -355,28 +510,75 @@ def snli_artifacts(args):
     print(markdown_table(rows, columns))
 
 
+# What each command writes into --out ({run}: its --run), checked before any work.
+OUTPUTS = {'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
+           'reliability': ('reliability_{run}.png',),
+           'table2': ('table2_{run}.html', 'table2_{run}.png', 'table2_{run}.csv'),
+           'highlights': ('highlights_{run}.md', 'highlights_{run}.csv'),
+           'terribly': ('terribly_{run}.md', 'terribly_{run}.csv'),
+           'normalizations': ('normalization_{run}.md', 'normalization_{run}.csv'),
+           'snli-artifacts': ('snli_artifacts_{run}.md', 'snli_artifacts_{run}.csv')}
+
+
+def check_overwrite(args):
+    """The committed tables in results/ are only replaced on request: without an
+    explicit --out, an existing output file needs --overwrite."""
+    if args.out is not None or args.overwrite:
+        return
+    for name in OUTPUTS[args.command]:
+        path = os.path.join(DEFAULT_OUT, name.format(run=getattr(args, 'run', '')))
+        if os.path.exists(path):
+            raise UserError('{} exists (committed results); pass --overwrite to replace it or '
+                            '--out DIR to write elsewhere'.format(path))
+
+
+DEFAULT_OUT = 'results'
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
-    parser.add_argument('--out', default='results', help='where tables and figures go')
+    parser.add_argument('--out', default=None,
+                        help='where tables and figures go (default: results/, where existing '
+                             'files are only replaced with --overwrite)')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace existing tables and figures in results/')
     commands = parser.add_subparsers(dest='command', required=True)
     commands.add_parser('table1', help='softmax vs DkNN accuracy (Table 1)')
     commands.add_parser('training', help='accuracy, seconds per epoch and memory of each run')
     figure = commands.add_parser('reliability', help='reliability diagram of one run')
     figure.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
+    figure.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                        help='the DkNN run whose test predictions are drawn')
     analyses = {'table2': table2, 'highlights': highlights, 'terribly': terribly,
-                'snli-artifacts': snli_artifacts}
+                'normalizations': normalizations, 'snli-artifacts': snli_artifacts}
     for name, function in analyses.items():
         command = commands.add_parser(name, help=function.__doc__.split('\n')[0])
         command.add_argument('--run', default='snli_bilstm' if name == 'snli-artifacts'
                              else 'stsa.binary_bilstm', help='result folder name')
-        command.add_argument('--backend', default='kdtree', help='DkNN search backend')
-        command.add_argument('--k', type=nlp_utils.positive_int, default=75)
-        command.add_argument('--batchsize', type=nlp_utils.positive_int, default=256)
-        command.add_argument('--positive-label', default='1', help='SST positive label name')
+        command.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                             help='DkNN search backend')
+        command.add_argument('--k', type=nlp_utils.positive_int, default=75,
+                             help='DkNN neighbours per layer')
+        command.add_argument('--batchsize', type=nlp_utils.positive_int, default=256,
+                             help='leave-one-out rows per model batch')
+        command.add_argument('--positive-label', default='positive',
+                             help='name of the positive class (terribly)')
+        if name == 'highlights':
+            command.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+                                 help='only the first N test sentences (default: all; the '
+                                      'whole SST test set takes minutes)')
+        if name in ('table2', 'highlights', 'terribly'):
+            command.add_argument('--normalization', choices=sorted(saliency.NORMALIZATIONS),
+                                 default=saliency.DEFAULT_NORMALIZATION,
+                                 help="how maps are scaled: 'total' (the paper's wording, "
+                                      "default), 'per-sign' or 'half-scale' (the authors' code)")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
+    nlp_utils.check_output_folder(args.out, '--out')
+    check_overwrite(args)
+    args.out = args.out or DEFAULT_OUT
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability}
     commands_by_name.update(analyses)
     commands_by_name[args.command](args)

@@ -5,38 +5,45 @@ import matplotlib.pyplot as plt  # noqa: E402 (must follow the backend choice)
 import numpy as np  # noqa: E402
 
 import nlp_utils  # noqa: E402
-from scaling import N_BINS, binned_calibration_error, reliability_bins  # noqa: E402
+
+
+def figure_write(figure, path, dpi=120):
+    """(path, write, mode) that saves `figure` as a PNG and closes it, for
+    nlp_utils.atomic_write_files (so a figure and its data are renamed together)."""
+    def write(f):
+        try:
+            figure.savefig(f, dpi=dpi, format='png', bbox_inches='tight')
+        finally:
+            plt.close(figure)
+    return path, write, 'wb'
 
 
 def save_figure(figure, path, dpi=120):
     """Save `figure` as a PNG at `path` atomically, then close it."""
     try:
-        nlp_utils.atomic_write(path, lambda f: figure.savefig(
-            f, dpi=dpi, format='png', bbox_inches='tight'), 'wb')
+        nlp_utils.atomic_write_files([figure_write(figure, path, dpi)])
     finally:
         plt.close(figure)
 
 
-def reliability_diagram(path, curves, title, n_bins=N_BINS):
-    """Write a one-panel reliability diagram PNG to `path`.
+def reliability_figure(curves, title):
+    """A one-panel reliability diagram (a matplotlib figure to save).
 
-    curves: list of (label, confidences (N,) in [0, 1], correct (N,) bool), e.g.
-    softmax confidence before/after temperature scaling, or DkNN credibility.
-    Each curve is drawn as bars of accuracy per equal-width confidence bin, side
-    by side within a bin, against the diagonal of perfect calibration; the legend
-    gives each curve's ECE.
+    curves: list of scaling.reliability_curve(...) dicts (label, bins, ece), e.g. softmax
+    confidence before/after temperature scaling, or DkNN credibility. Each curve is drawn
+    as bars of accuracy per equal-width confidence bin, side by side within a bin,
+    against the diagonal of perfect calibration; the legend gives each curve's ECE.
     """
     figure, axes = plt.subplots(figsize=(5, 5))
-    bin_width = 1.0 / n_bins
-    bar_width = bin_width / max(1, len(curves))
-    for position, (label, confidences, correct) in enumerate(curves):
-        bins = reliability_bins(confidences, correct, n_bins)
+    n_bins = len(curves[0]['bins']['count'])
+    bar_width = 1.0 / n_bins / max(1, len(curves))
+    for position, curve in enumerate(curves):
+        bins = curve['bins']
         # Empty bins have NaN accuracy; drawing them at height 0 shows "no data".
         heights = np.nan_to_num(bins['accuracy'], nan=0.0)
-        ece = binned_calibration_error(confidences, correct, n_bins)
         axes.bar(bins['bin_lower'] + position * bar_width, heights, width=bar_width,
                  align='edge', alpha=0.75, edgecolor='black', linewidth=0.5,
-                 label='{} (ECE {:.3f})'.format(label, ece))
+                 label='{} (ECE {:.3f})'.format(curve['label'], curve['ece']))
     axes.plot([0, 1], [0, 1], linestyle='--', color='gray', label='perfect calibration')
     axes.set_xlim(0, 1)
     axes.set_ylim(0, 1)
@@ -44,4 +51,4 @@ def reliability_diagram(path, curves, title, n_bins=N_BINS):
     axes.set_ylabel('accuracy')
     axes.set_title(title)
     axes.legend(loc='upper left', fontsize='small')
-    save_figure(figure, path)
+    return figure

@@ -1,72 +1,161 @@
 """Deep k-Nearest Neighbors (Papernot & McDaniel 2018) over a trained text classifier.
 
-    python run_dknn.py --model-setup results/stsa.binary_cnn/args.json
+    python run_dknn.py --model-setup results/stsa.binary_cnn/args.json [--split dev]
+    python run_dknn.py --model-setup results/stsa.binary_cnn/args.json --eval-file hard.txt
+    python run_dknn.py --activations DIR    # activations computed by any framework
 
 Caches every DkNN layer's activations of the training data (minus the calibration
-split), indexes them, calibrates on the calibration split, and reports test accuracy
-with the softmax and with DkNN, plus credibility and confidence; writes dknn.json.
+split), indexes them, calibrates on the calibration split, and reports accuracy with
+the softmax and with DkNN, plus credibility and confidence, on the chosen split or file;
+writes dknn_<split>_<backend>.json and dknn_predictions_<split>_<backend>.npz.
 """
-import argparse
 import os
+import sys
 
 import dknn as dknn_lib
 import knn_index
 import model_setup
 import nlp_utils
+import result_folder
+from nlp_utils import UserError
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True, help='results/<dataset>_<model>/args.json')
-    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='kdtree')
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument('--model-setup', help='results/<dataset>_<model>/args.json')
+    source.add_argument('--activations', metavar='DIR',
+                        help='a folder with train.npz, calib.npz and test.npz (arrays layer_0, '
+                             'layer_1, ..., labels, optionally logits) from any framework')
+    evaluated = parser.add_mutually_exclusive_group()
+    evaluated.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
+                           help='split to evaluate (with --activations: DIR/<split>.npz)')
+    evaluated.add_argument('--eval-file', default=None,
+                           help="evaluate this file instead, in the training data's format")
+    parser.add_argument('--out', default=None,
+                        help='folder for the report (default: the result folder, or DIR)')
+    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                        help='nearest-neighbour search: faiss (exact by default, the fastest), '
+                             "kdtree (the paper's; same neighbours), lsh (approximate)")
     parser.add_argument('--lsh', dest='backend', action='store_const', const='lsh',
                         help='alias of --backend lsh (the original flag)')
     parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64)
-    parser.add_argument('--gpu', type=int, default=-1)
-    parser.add_argument('--data-dir', default=None)
+    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
+                        help='inputs per model batch')
+    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
+    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
     parser.add_argument('--neighbor-labels', choices=('gold', 'predicted'), default='gold',
                         help="training labels (gold, like the original code) or the model's "
                              "predictions (as the paper's text says)")
     parser.add_argument('--last-layer-only', action='store_true',
                         help="only the last layer's neighbours count (the original KD-tree path)")
-    parser.add_argument('--faiss-kind', choices=('flat', 'hnsw', 'ivf'), default='flat')
-    parser.add_argument('--nprobe', type=int, default=16, help='faiss ivf cells searched')
-    parser.add_argument('--ef-search', type=int, default=128, help='faiss hnsw search breadth')
-    parser.add_argument('--lsh-bits', type=int, default=None, help='LSH hash bits per table')
-    parser.add_argument('--lsh-tables', type=int, default=None, help='LSH hash tables')
+    parser.add_argument('--faiss-kind', choices=('flat', 'hnsw', 'ivf', 'ivfpq'), default='flat',
+                        help='flat is exact; hnsw, ivf and ivfpq (compressed) are approximate')
+    parser.add_argument('--pq-m', type=nlp_utils.positive_int, default=None,
+                        help='ivfpq bytes per vector (divides the layer size; default: the '
+                             'largest divisor up to 64)')
+    parser.add_argument('--nprobe', type=nlp_utils.positive_int, default=16,
+                        help='faiss ivf cells searched')
+    parser.add_argument('--ef-search', type=nlp_utils.positive_int, default=128,
+                        help='faiss hnsw search breadth')
+    parser.add_argument('--lsh-bits', type=nlp_utils.positive_int, default=None,
+                        help='LSH hash bits per table')
+    parser.add_argument('--lsh-tables', type=nlp_utils.positive_int, default=None,
+                        help='LSH hash tables')
     parser.add_argument('--no-cache', action='store_true', help='recompute train activations')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.activations and args.eval_file:
+        parser.error('--eval-file needs --model-setup; with --activations use --split')
+    return args
 
 
 def index_options(args):
     if args.backend == 'faiss':
-        return {'kind': args.faiss_kind, 'nprobe': args.nprobe, 'ef_search': args.ef_search}
+        options = {'kind': args.faiss_kind, 'nprobe': args.nprobe, 'ef_search': args.ef_search}
+        return dict(options, pq_m=args.pq_m) if args.faiss_kind == 'ivfpq' else options
     if args.backend == 'lsh':
         options = {'n_bits': args.lsh_bits, 'n_tables': args.lsh_tables}
         return {name: value for name, value in options.items() if value is not None}
     return {}
 
 
+def warn_about_split(split):
+    if split == 'train':
+        print('warning: on the training split every example is its own nearest neighbour, '
+              'so DkNN accuracy is optimistic', file=sys.stderr)
+    elif split == 'calib':
+        print('warning: the calibration split calibrated the p-values, so credibility on it '
+              'is optimistic', file=sys.stderr)
+
+
+def write_report(folder, split, report, evaluation):
+    """dknn_<split>_<backend>.json and its per-example npz, written as one group."""
+    report_name, predictions_name = dknn_lib.output_names(split, report['backend'])
+    arrays = {key: evaluation[key] for key in dknn_lib.PREDICTION_KEYS if key in evaluation}
+    nlp_utils.atomic_write_files([
+        nlp_utils.json_write(os.path.join(folder, report_name), report),
+        nlp_utils.savez_write(os.path.join(folder, predictions_name), arrays)])
+    return os.path.join(folder, report_name)
+
+
+def settings(args, dknn, split):
+    return dict(backend=args.backend, k=args.k, split=split, eval_file=args.eval_file,
+                last_layer_only=args.last_layer_only, index_options=index_options(args),
+                n_short_queries=dknn.n_short_queries)
+
+
+def evaluate_model(args):
+    """DkNN of a trained model of this project on a split or file -> (report, path)."""
+    setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
+    split, examples = setup.evaluation_examples(args.split, args.eval_file)
+    if not examples:
+        raise UserError('the {} split of {} is empty; choose another --split'.format(
+            split, setup.result_dir))
+    warn_about_split(split)
+    with result_folder.lock(setup.result_dir, 'run_dknn.py'):
+        timer = dknn_lib.PhaseTimer()
+        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, args.neighbor_labels,
+                                        args.last_layer_only, index_options(args),
+                                        args.batchsize, not args.no_cache, timer)
+        with timer('evaluate'):
+            evaluation = dknn_lib.evaluate(setup, dknn, setup.encode(examples), args.batchsize)
+        report = dknn_lib.summary(evaluation)
+        report.update(settings(args, dknn, split), neighbor_labels=args.neighbor_labels,
+                      seconds=timer.seconds, dataset=setup.config['dataset'],
+                      model=setup.config['model'])
+        return report, write_report(args.out or setup.result_dir, split, report, evaluation)
+
+
+def evaluate_activations(args):
+    """DkNN over activations in --activations DIR -> (report, path)."""
+    folder = args.activations
+    if not os.path.isdir(folder):
+        raise UserError('--activations {} is not a folder'.format(folder))
+    train, calib, evaluated = (dknn_lib.read_activations(os.path.join(folder, name + '.npz'))
+                               for name in ('train', 'calib', args.split))
+    n_class = 1 + max(int(labels.max()) for _, labels, _ in (train, calib, evaluated))
+    if evaluated[2] is not None:
+        n_class = max(n_class, evaluated[2].shape[1])
+    warn_about_split(args.split)
+    dknn = dknn_lib.DkNN(n_class, args.backend, args.k, args.last_layer_only,
+                         index_options(args))
+    dknn.fit(train[0], train[1], progress=True).calibrate(calib[0], calib[1])
+    evaluation = dknn_lib.evaluate_activations(dknn, evaluated[0], evaluated[1], evaluated[2])
+    report = dknn_lib.summary(evaluation)
+    report.update(settings(args, dknn, args.split), activations=os.path.abspath(folder),
+                  n_class=n_class, n_train=len(train[1]), n_calib=len(calib[1]))
+    return report, write_report(args.out or folder, args.split, report, evaluation)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
-    timer = dknn_lib.PhaseTimer()
-    dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, args.neighbor_labels,
-                           args.last_layer_only, index_options(args), args.batchsize,
-                           not args.no_cache, timer)
-    with timer('evaluate'):
-        evaluation = dknn_lib.evaluate(setup, dknn, setup.test, args.batchsize)
-    result = dknn_lib.summary(evaluation)
-    result.update(backend=args.backend, k=args.k, neighbor_labels=args.neighbor_labels,
-                  last_layer_only=args.last_layer_only, index_options=index_options(args),
-                  n_short_queries=dknn.n_short_queries, seconds=timer.seconds,
-                  dataset=setup.config['dataset'], model=setup.config['model'])
-    nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'dknn.json'), result)
-    nlp_utils.atomic_savez(os.path.join(setup.result_dir, 'dknn_predictions.npz'),
-                           **{key: evaluation[key] for key in dknn_lib.PREDICTION_KEYS})
-    print('softmax accuracy {softmax_accuracy:.4f}  dknn accuracy {dknn_accuracy:.4f}  '
-          '({n_examples} test examples, {backend}, k={k})'.format(**result))
+    nlp_utils.check_output_folder(args.out, '--out')
+    report, path = (evaluate_activations if args.activations else evaluate_model)(args)
+    softmax = report['softmax_accuracy']
+    print('softmax accuracy {}  dknn accuracy {:.4f}  ({} {} examples, {}, k={}); wrote {}'
+          .format('n/a' if softmax is None else '{:.4f}'.format(softmax),
+                  report['dknn_accuracy'], report['n_examples'], report['split'],
+                  report['backend'], report['k'], path))
 
 
 if __name__ == '__main__':

@@ -7,19 +7,23 @@ the accuracy) unchanged and only changes how confident the softmax is.
 CLI: python scaling.py --model-setup results/<dataset>_<model>/args.json
 writes temperature.json and reliability_temperature.png next to args.json.
 """
-import argparse
 import os
+import warnings
 
 import numpy as np
 from scipy import optimize
 
-from nlp_utils import UserError, atomic_write_json, positive_int, read_json, run_cli
+from nlp_utils import (ArgumentParser, UserError, atomic_write_files, json_write, positive_int,
+                       read_json, run_cli)
 
 N_BINS = 15
 TEMPERATURE_FILE = 'temperature.json'
 DIAGRAM_FILE = 'reliability_temperature.png'
 # Search range for log T: T in [e^-5, e^5] ~ [0.0067, 148] covers any sane model.
 LOG_T_BOUNDS = (-5.0, 5.0)
+# Searched when the first range's optimum lies at its edge (T in [4.5e-5, 22026]).
+WIDE_LOG_T_BOUNDS = (-10.0, 10.0)
+BOUND_TOLERANCE = 1e-3   # in log T
 
 
 # ---------------------------------------------------------------- validation
@@ -110,9 +114,17 @@ def fit_temperature(logits, labels):
     """
     logits = _check_logits(logits)
     labels = _check_labels(labels, *logits.shape)
-    result = optimize.minimize_scalar(
-        lambda log_t: _nll_checked(logits, labels, np.exp(log_t)),
-        bounds=LOG_T_BOUNDS, method='bounded', options={'xatol': 1e-7})
+    for low, high in (LOG_T_BOUNDS, WIDE_LOG_T_BOUNDS):
+        result = optimize.minimize_scalar(
+            lambda log_t: _nll_checked(logits, labels, np.exp(log_t)),
+            bounds=(low, high), method='bounded', options={'xatol': 1e-7})
+        if min(result.x - low, high - result.x) > BOUND_TOLERANCE:
+            return float(np.exp(result.x))
+    # NLL still falls at the edge: the logits are (nearly) uninformative or separable.
+    warnings.warn('the fitted temperature {:.4g} lies at the edge of the search range '
+                  '[{:.3g}, {:.3g}]: the calibration split is too easy or too hard for '
+                  'temperature scaling to mean much'.format(
+                      float(np.exp(result.x)), np.exp(low), np.exp(high)))
     return float(np.exp(result.x))
 
 
@@ -144,6 +156,13 @@ def binned_calibration_error(confidences, correct, n_bins=N_BINS):
     filled = bins['count'] > 0
     gaps = np.abs(bins['accuracy'][filled] - bins['mean_confidence'][filled])
     return float((bins['count'][filled] * gaps).sum() / bins['count'].sum())
+
+
+def reliability_curve(label, confidences, correct, n_bins=N_BINS):
+    """What plots.reliability_figure draws for one score: {'label', 'bins' (see
+    reliability_bins), 'ece'}."""
+    return {'label': label, 'bins': reliability_bins(confidences, correct, n_bins),
+            'ece': binned_calibration_error(confidences, correct, n_bins)}
 
 
 def expected_calibration_error(probs, labels, n_bins=N_BINS):
@@ -183,48 +202,85 @@ def load_temperature(result_dir):
     return float(temperature)
 
 
-def write_calibration(result_dir, logits, labels):
-    """Fit T, write temperature.json and the before/after reliability diagram; -> summary."""
-    # plots imports this module for its binning, so it is imported here, not at the top.
-    from plots import reliability_diagram
+def reliability_write(path, logits, labels, temperature, title):
+    """(path, write, mode) of the reliability diagram of the softmax before and after
+    dividing by T, for atomic_write_files."""
+    # Drawing pulls in matplotlib, which the rest of this module does not need.
+    from plots import figure_write, reliability_figure
+    curves = []
+    for name, t in [('softmax', 1.0), ('softmax / T={:.3f}'.format(temperature), temperature)]:
+        probs = softmax(logits, t)
+        curves.append(reliability_curve(name, probs.max(axis=1), probs.argmax(axis=1) == labels))
+    return figure_write(reliability_figure(curves, title), path)
 
+
+def write_calibration(result_dir, logits, labels):
+    """Fit T, write temperature.json and the before/after reliability diagram (renamed
+    into place together); -> summary."""
     labels = np.asarray(labels)
     summary = calibration_summary(logits, labels)
-    atomic_write_json(os.path.join(result_dir, TEMPERATURE_FILE), summary)
-    curves = []
-    for name, temperature in [('softmax', 1.0),
-                              ('softmax / T={:.3f}'.format(summary['temperature']),
-                               summary['temperature'])]:
-        probs = softmax(logits, temperature)
-        curves.append((name, probs.max(axis=1), probs.argmax(axis=1) == labels))
-    reliability_diagram(os.path.join(result_dir, DIAGRAM_FILE), curves,
-                        'Temperature scaling on the calibration split', N_BINS)
+    atomic_write_files([
+        json_write(os.path.join(result_dir, TEMPERATURE_FILE), summary),
+        reliability_write(os.path.join(result_dir, DIAGRAM_FILE), logits, labels,
+                          summary['temperature'], 'Temperature scaling on the calibration split')])
+    return summary
+
+
+def evaluate_calibration(result_dir, name, logits, labels):
+    """NLL and ECE before/after the saved T on another split or file `name`; writes
+    calibration_<name>.json and reliability_temperature_<name>.png. -> summary."""
+    labels = np.asarray(labels)
+    temperature = load_temperature(result_dir)
+    summary = {'temperature': temperature, 'evaluated': name, 'n_examples': int(len(labels)),
+               'nll_before': nll(logits, labels), 'nll_after': nll(logits, labels, temperature),
+               'ece_before': expected_calibration_error(softmax(logits), labels),
+               'ece_after': expected_calibration_error(softmax(logits, temperature), labels),
+               'n_bins': N_BINS}
+    atomic_write_files([
+        json_write(os.path.join(result_dir, 'calibration_{}.json'.format(name)), summary),
+        reliability_write(os.path.join(result_dir, 'reliability_temperature_{}.png'.format(name)),
+                          logits, labels, temperature,
+                          'Temperature (fitted on calibration) on {}'.format(name))])
     return summary
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True,
                         help='args.json written by train_text_classifier.py')
-    parser.add_argument('--batchsize', type=positive_int, default=64)
-    parser.add_argument('--gpu', type=int, default=-1)
+    evaluated = parser.add_mutually_exclusive_group()
+    evaluated.add_argument('--split', choices=('train', 'dev', 'test'), default=None,
+                           help='evaluate the saved temperature on this split (default: fit it '
+                                'on the calibration split)')
+    evaluated.add_argument('--eval-file', default=None,
+                           help="evaluate the saved temperature on this file, in the training "
+                                "data's format")
+    parser.add_argument('--batchsize', type=positive_int, default=64, help='inputs per batch')
+    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
     args = parser.parse_args(argv)
 
     # Imported here because it pulls in Chainer, which the functions above do not need.
     from model_setup import load_setup
+    from result_folder import lock
     setup = load_setup(args.model_setup, gpu=args.gpu)
-    calib = setup.calib  # encoded afresh on each access, so read it once
-    if not calib:
-        raise UserError('the calibration split of {} is empty; retrain with --n-calib > 0'
-                        .format(setup.result_dir))
-    ids = [example_ids for example_ids, _ in calib]
-    labels = np.asarray([label for _, label in calib], dtype=np.int64)
-    logits = setup.model.predict_logits(ids, batchsize=args.batchsize)
-    summary = write_calibration(setup.result_dir, logits, labels)
-    print('temperature {temperature:.4f} on {n_calib} calibration examples: '
-          'NLL {nll_before:.4f} -> {nll_after:.4f}, ECE {ece_before:.4f} -> {ece_after:.4f}'
-          .format(**summary))
-    print('wrote {} and {} in {}'.format(TEMPERATURE_FILE, DIAGRAM_FILE, setup.result_dir))
+    fitting = args.split is None and args.eval_file is None
+    name, examples = setup.evaluation_examples('calib' if fitting else args.split, args.eval_file)
+    if not examples:
+        raise UserError('the {} split of {} is empty{}'.format(
+            name, setup.result_dir, '; retrain with --n-calib > 0' if fitting else ''))
+    if not fitting:
+        load_temperature(setup.result_dir)   # before the forward pass
+    encoded = setup.encode(examples)
+    labels = np.asarray([label for _, label in encoded], dtype=np.int64)
+    logits = setup.model.predict_logits([ids for ids, _ in encoded], batchsize=args.batchsize)
+    with lock(setup.result_dir, 'scaling.py'):
+        if fitting:
+            summary = write_calibration(setup.result_dir, logits, labels)
+        else:
+            summary = evaluate_calibration(setup.result_dir, name, logits, labels)
+    print('temperature {temperature:.4f}: NLL {nll_before:.4f} -> {nll_after:.4f}, '
+          'ECE {ece_before:.4f} -> {ece_after:.4f} on {n} examples of {name}'.format(
+              n=len(labels), name=name, **summary))
 
 
 if __name__ == '__main__':

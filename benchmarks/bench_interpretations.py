@@ -4,11 +4,10 @@
 
 (a) the original's way: one sentence at a time, each leave-one-out variant through
     the model alone and one KD-tree query per layer per variant;
-(b) ours: interpretations.interpret_all, the variants of many sentences in one model
+(b) ours: saliency.interpret_all, the variants of many sentences in one model
     batch and one batched query per layer, with exact faiss (--backend) or KD-tree.
 Prints sentences/second, the speed-up, and the largest difference in importance.
 """
-import argparse
 import os
 import sys
 import time
@@ -17,8 +16,9 @@ import numpy as np
 import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-import interpretations  # noqa: E402
+import saliency  # noqa: E402
 import model_setup  # noqa: E402
+import knn_index  # noqa: E402
 import nlp_utils  # noqa: E402
 import dknn as dknn_lib  # noqa: E402
 
@@ -38,12 +38,14 @@ def conformity_one_by_one(setup, dknn, tokens):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True)
-    parser.add_argument('--limit', type=int, default=200, help='first N test sentences')
-    parser.add_argument('--k', type=int, default=75)
-    parser.add_argument('--backend', default='faiss', help='search backend of (b)')
-    parser.add_argument('--out', default='results/bench_interpretations.md')
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    parser.add_argument('--limit', type=nlp_utils.positive_int, default=200,
+                        help='first N test sentences')
+    parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
+    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                        help='search backend of (b)')
+    parser.add_argument('--out', default='results/bench_interpretations.md', help='Markdown table')
     args = parser.parse_args()
     setup = model_setup.load_setup(args.model_setup)
     if setup.model.pair:
@@ -57,7 +59,7 @@ def main():
                 for tokens, _ in tqdm.tqdm(examples, desc='(a) one by one', unit='sentence')]
     original_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    batched = interpretations.interpret_all(setup, ['conformity'], examples,
+    batched = saliency.interpret_all(setup, ['conformity'], examples,
                                            batched_dknn)['conformity']
     batched_seconds = time.perf_counter() - start
 

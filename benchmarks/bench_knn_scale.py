@@ -24,7 +24,6 @@ Quick check (about 30 s):
   .venv/bin/python benchmarks/bench_knn_scale.py --n-train 50000 --dims 300 \
       --out benchmarks/out/knn_scale_small.md
 """
-import argparse
 import csv
 import io
 import multiprocessing
@@ -38,6 +37,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 
 from knn_index import make_index  # noqa: E402
+import nlp_utils  # noqa: E402
 from nlp_utils import UserError, atomic_write_text, run_cli  # noqa: E402
 
 BENCH_BACKENDS = {   # name -> (make_index backend, options); faiss-flat is the exact reference
@@ -46,6 +46,7 @@ BENCH_BACKENDS = {   # name -> (make_index backend, options); faiss-flat is the 
     'lsh': ('lsh', {}),
     'faiss-hnsw': ('faiss', {'kind': 'hnsw'}),
     'faiss-ivf': ('faiss', {'kind': 'ivf'}),
+    'faiss-ivfpq': ('faiss', {'kind': 'ivfpq'}),
 }
 LATENT, CLUSTERS, NOISE = 48, 64, 0.05
 
@@ -115,6 +116,8 @@ def _child(conn, name, train, queries, k):
             notes.append('n_bits={} n_tables={}'.format(index.bits_used, index.n_tables))
         if hasattr(index, 'nlist_used'):
             notes.append('nlist={} nprobe={}'.format(index.nlist_used, index.nprobe))
+        if getattr(index, 'kind', None) == 'ivfpq':
+            notes.append('pq_m={} bytes/vector'.format(index._index.pq.M))
         if options.get('kind') == 'hnsw':
             notes.append('M={} efC={} efS={}'.format(index.hnsw_m, index.ef_construction,
                                                      max(index.ef_search, k)))
@@ -188,16 +191,20 @@ def usability(rows, backends):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--n-train', type=int, default=550000)
-    parser.add_argument('--dims', type=int, nargs='+', default=[300, 1200, 2400])
-    parser.add_argument('--n-queries', type=int, default=200)
-    parser.add_argument('--k', type=int, default=75)
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--n-train', type=nlp_utils.positive_int, default=550000,
+                        help='synthetic training vectors per layer')
+    parser.add_argument('--dims', type=nlp_utils.positive_int, nargs='+',
+                        default=[300, 1200, 2400], help='layer dimensions to try')
+    parser.add_argument('--n-queries', type=nlp_utils.positive_int, default=200,
+                        help='queries timed per backend')
+    parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours')
     parser.add_argument('--backends', nargs='+', default=list(BENCH_BACKENDS),
                         help='any of: ' + ', '.join(BENCH_BACKENDS))
-    parser.add_argument('--max-seconds', type=float, default=180.0,
+    parser.add_argument('--max-seconds', type=nlp_utils.positive_number, default=180.0,
                         help='budget for one backend build+search at one dimension')
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--seed', type=nlp_utils.non_negative_int, default=0,
+                        help='seed of the synthetic data')
     parser.add_argument('--out', default='results/knn_scale.md',
                         help='Markdown table; the CSV goes beside it with .csv')
     args = parser.parse_args()

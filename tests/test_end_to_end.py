@@ -1,6 +1,7 @@
 """Train tiny models on synthetic data through the CLIs, reload them, run DkNN."""
 import json
 import os
+import types
 
 import chainer
 import numpy as np
@@ -105,15 +106,99 @@ def test_existing_folder_needs_force_and_resume_continues(data_files, tmp_path):
 def test_run_dknn_cli_writes_report(trained):
     out, result = trained
     run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5'])
-    with open(str(out / 'dknn.json')) as f:
+    with open(str(out / 'dknn_test_faiss.json')) as f:
         report = json.load(f)
     assert report['softmax_accuracy'] == pytest.approx(result['test_accuracy'])
     assert report['dknn_accuracy'] > 0.8 and report['n_examples'] == 60
-    assert report['k'] == 5 and report['backend'] == 'kdtree'
+    assert report['k'] == 5 and report['backend'] == 'faiss'   # exact faiss is the default
     assert set(report['seconds']) == {'cache', 'index', 'calibrate', 'evaluate'}
-    run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5', '--backend', 'faiss'])
-    with open(str(out / 'dknn.json')) as f:
+    run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5', '--backend', 'kdtree'])
+    with open(str(out / 'dknn_test_kdtree.json')) as f:
         assert json.load(f)['dknn_accuracy'] == report['dknn_accuracy']
+    with np.load(str(out / 'dknn_predictions_test_faiss.npz'), allow_pickle=False) as saved:
+        assert len(saved['prediction']) == 60 and saved['softmax_probability'].shape == (60, 2)
+
+
+def test_run_dknn_on_another_split_and_on_a_file(trained, data_files, tmp_path):
+    out, _ = trained
+    with open(str(out / 'dknn_test_faiss.json')) as f:
+        test_report = f.read()
+    run_dknn.main(['--model-setup', str(out), '--k', '5', '--split', 'dev'])
+    with open(str(out / 'dknn_dev_faiss.json')) as f:
+        dev = json.load(f)
+    assert dev['split'] == 'dev' and dev['n_examples'] == 30
+    hard = tmp_path / 'hard cases.txt'
+    hard.write_text('pos good\nneg awful\npos superb plot\n')
+    run_dknn.main(['--model-setup', str(out), '--k', '5', '--eval-file', str(hard)])
+    with open(str(out / 'dknn_file-hard_cases_faiss.json')) as f:
+        on_file = json.load(f)
+    assert on_file['n_examples'] == 3 and on_file['eval_file'] == str(hard)
+    with open(str(out / 'dknn_test_faiss.json')) as f:
+        assert f.read() == test_report                  # the test results are untouched
+    unknown = tmp_path / 'unknown.txt'
+    unknown.write_text('pos good\nmaybe fine\n')
+    with pytest.raises(UserError, match="unknown.txt line 2: label 'maybe' is not one of neg, pos"):
+        run_dknn.main(['--model-setup', str(out), '--k', '5', '--eval-file', str(unknown)])
+
+
+def mlp_activations(tmp_path):
+    """Hidden layers and logits of a scikit-learn MLP (not a Chainer model) on three
+    Gaussian classes, written as --activations npz files; -> (folder, test labels, MLP
+    accuracy on test)."""
+    from sklearn.neural_network import MLPClassifier
+    rng = np.random.RandomState(0)
+    centers = rng.normal(0, 3, (3, 5))
+
+    def sample(n):
+        labels = rng.randint(0, 3, n)
+        return centers[labels] + rng.normal(0, 1, (n, 5)), labels
+    (x_train, y_train), (x_calib, y_calib), (x_test, y_test) = sample(300), sample(100), sample(100)
+    mlp = MLPClassifier((16, 8), max_iter=500, random_state=0).fit(x_train, y_train)
+
+    def layers(x):
+        hidden = []
+        for weights, bias in zip(mlp.coefs_[:-1], mlp.intercepts_[:-1]):
+            x = np.maximum(x @ weights + bias, 0)
+            hidden.append(x.astype(np.float32))
+        return hidden, x @ mlp.coefs_[-1] + mlp.intercepts_[-1]
+    for name, x, y in (('train', x_train, y_train), ('calib', x_calib, y_calib),
+                       ('test', x_test, y_test)):
+        hidden, logits = layers(x)
+        arrays = {'layer_{}'.format(i): h for i, h in enumerate(hidden)}
+        np.savez(str(tmp_path / (name + '.npz')), labels=y, logits=logits, **arrays)
+    return tmp_path, y_test, mlp.score(x_test, y_test), layers
+
+
+def test_run_dknn_on_activations_from_another_framework(tmp_path):
+    folder, y_test, mlp_accuracy, layers = mlp_activations(tmp_path)
+    run_dknn.main(['--activations', str(folder), '--k', '10'])
+    with open(str(folder / 'dknn_test_faiss.json')) as f:
+        report = json.load(f)
+    assert report['softmax_accuracy'] == pytest.approx(mlp_accuracy)
+    assert report['dknn_accuracy'] > 0.9 and report['n_class'] == 3
+    # The same numbers as the library used directly on the same arrays.
+    with np.load(str(folder / 'train.npz')) as train, np.load(str(folder / 'calib.npz')) as calib:
+        dknn = dknn_lib.DkNN(3, k=10).fit([train['layer_0'], train['layer_1']], train['labels'])
+        dknn.calibrate([calib['layer_0'], calib['layer_1']], calib['labels'])
+    with np.load(str(folder / 'test.npz')) as test:
+        expected = dknn.predict_from_activations([test['layer_0'], test['layer_1']])
+    with np.load(str(folder / 'dknn_predictions_test_faiss.npz')) as saved:
+        np.testing.assert_array_equal(saved['prediction'], expected['prediction'])
+        np.testing.assert_allclose(saved['credibility'], expected['credibility'])
+
+
+def test_activations_with_a_missing_or_malformed_file_are_one_line_errors(tmp_path):
+    folder, _, _, _ = mlp_activations(tmp_path)
+    os.remove(str(folder / 'calib.npz'))
+    with pytest.raises(UserError, match='calib.npz does not exist'):
+        run_dknn.main(['--activations', str(folder)])
+    np.savez(str(folder / 'calib.npz'), layer_0=np.zeros((4, 16)), labels=np.zeros(3, int))
+    with pytest.raises(UserError, match=r'layer_0 must have shape \(3, D\)'):
+        run_dknn.main(['--activations', str(folder)])
+    np.savez(str(folder / 'calib.npz'), layer_0=np.zeros((3, 16)), labels=np.arange(3))
+    with pytest.raises(UserError, match='query activations have 1 layers, but the DkNN was '
+                                        'fitted on 2'):
+        run_dknn.main(['--activations', str(folder)])
 
 
 def test_activation_cache_is_reused_and_invalidated_by_a_new_model(trained, tmp_path):
@@ -155,6 +240,17 @@ def test_model_file_not_matching_vocabulary(trained, tmp_path):
         vocab = json.load(f)
     vocab['brand-new-word'] = len(vocab)
     (copy / 'vocab.json').write_text(json.dumps(vocab))
+    with pytest.raises(UserError, match='is not the one this model was trained with'):
+        model_setup.load_setup(str(copy))
+    swapped = dict(zip(vocab, reversed(list(vocab.values()))))   # same size, other words
+    (copy / 'vocab.json').write_text(json.dumps(swapped))
+    with pytest.raises(UserError, match='is not the one this model was trained with'):
+        model_setup.load_setup(str(copy))
+    with open(str(copy / 'args.json')) as f:
+        config = json.load(f)
+    del config['vocab_digest']                       # a run from before the digest existed
+    (copy / 'args.json').write_text(json.dumps(config))
+    (copy / 'vocab.json').write_text(json.dumps(vocab))
     with pytest.raises(UserError, match='does not match the architecture/vocabulary'):
         model_setup.load_setup(str(copy))
 
@@ -185,7 +281,7 @@ def test_snli_style_pairs_train_and_run_dknn(tmp_path):
     assert setup.model.pair and setup.label_names == labels
     assert len(setup.model.layer_activations([x for x, _ in setup.test[:3]])) == 2
     run_dknn.main(['--model-setup', str(out), '--k', '5'])
-    with open(str(out / 'dknn.json')) as f:
+    with open(str(out / 'dknn_test_faiss.json')) as f:
         assert json.load(f)['n_examples'] == 30
 
 
@@ -229,7 +325,19 @@ def test_model_without_calibration_split(data_files, tmp_path):
 
 def test_args_json_that_is_not_an_object(tmp_path):
     (tmp_path / 'args.json').write_text('[1, 2]')
-    with pytest.raises(UserError, match='lacks fields'):
+    with pytest.raises(UserError, match='holds a JSON list, expected a JSON object'):
+        model_setup.read_config(str(tmp_path / 'args.json'))
+
+
+@pytest.mark.parametrize('field, value', [('unit', '300'), ('char_based', 1), ('layer', True),
+                                          ('dropout', None)])
+def test_args_json_with_wrong_value_types(trained, tmp_path, field, value):
+    out, _ = trained
+    with open(str(out / 'args.json')) as f:
+        config = json.load(f)
+    config[field] = value
+    (tmp_path / 'args.json').write_text(json.dumps(config))
+    with pytest.raises(UserError, match="field '{}' is .*, expected".format(field)):
         model_setup.read_config(str(tmp_path / 'args.json'))
 
 
@@ -237,10 +345,29 @@ def test_rare_capitalised_word_keeps_its_lowercase_vector(tmp_path):
     vectors = tmp_path / 'vec.txt'
     vectors.write_text('paris 1 2\nthe 0 1\n')
     config = {'word_vectors': str(vectors), 'min_freq': 2, 'max_vocab': None, 'seed': 0}
-    vocab, embeddings = train_text_classifier.build_vocab_and_embeddings(
-        config, [(['Paris', 'the'], 0), (['the'], 1)])
+    splits = types.SimpleNamespace(train=[(['Paris', 'the'], 0), (['the'], 1)], dev=[],
+                                   calib=[], test=[])
+    vocab, embeddings = train_text_classifier.build_vocab_and_embeddings(config, splits)
     assert 'Paris' in vocab
     np.testing.assert_array_equal(embeddings[vocab['Paris']], [1, 2])
+
+
+def test_pretrained_vocabulary_keeps_test_words_that_have_vectors(tmp_path):
+    vectors = tmp_path / 'vec.txt'
+    vectors.write_text('the 0 1\ngood 1 0\nsuperb 1 1\nstellar 2 1\n')
+    splits = types.SimpleNamespace(
+        train=[(['the', 'good'], 1), (['the'], 0)], dev=[(['superb', 'zzz'], 1)], calib=[],
+        test=[(['stellar', 'superb', 'qqq'], 1)])
+    config = {'word_vectors': str(vectors), 'min_freq': 2, 'max_vocab': None, 'seed': 0,
+              'vocab': 'pretrained'}
+    vocab, embeddings = train_text_classifier.build_vocab_and_embeddings(config, splits)
+    # Training words first ('good' has a vector), then dev/test words with a vector by
+    # falling frequency; words without a vector ('zzz', 'qqq') stay out.
+    assert list(vocab) == ['<eos>', '<unk>', 'the', 'good', 'superb', 'stellar']
+    np.testing.assert_array_equal(embeddings[vocab['stellar']], [2, 1])
+    vocab, _ = train_text_classifier.build_vocab_and_embeddings(dict(config, vocab='train'),
+                                                                splits)
+    assert list(vocab) == ['<eos>', '<unk>', 'the', 'good']
 
 
 def test_gpu_without_cupy_is_a_one_line_error():
@@ -252,3 +379,17 @@ def test_gpu_without_cupy_is_a_one_line_error():
         pass
     with pytest.raises(UserError, match='--gpu 0 is not usable'):
         model_setup.get_device(0)
+
+
+def test_scaling_on_another_split_uses_the_saved_temperature(trained, tmp_path):
+    import scaling
+    import shutil
+    out = tmp_path / 'run'
+    shutil.copytree(str(trained[0]), str(out))
+    scaling.main(['--model-setup', str(out)])
+    fitted = json.loads((out / 'temperature.json').read_text())
+    scaling.main(['--model-setup', str(out), '--split', 'test'])
+    on_test = json.loads((out / 'calibration_test.json').read_text())
+    assert on_test['temperature'] == fitted['temperature'] and on_test['n_examples'] == 60
+    assert (out / 'reliability_temperature_test.png').stat().st_size > 1000
+    assert json.loads((out / 'temperature.json').read_text()) == fitted   # not refitted

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import interpretations as interp
+import saliency
+import saliency_report
 import nets
 import nlp_utils
 import dknn as dknn_lib
@@ -40,12 +42,13 @@ def make_setup(tmp_path, pair=False):
     labels = list(np.random.RandomState(2).randint(0, N_CLASS, len(tokens)))
     train, calib = list(zip(tokens, labels))[:-15], list(zip(tokens, labels))[-15:]
     encode = lambda examples: [x for x, _ in nlp_utils.encode_examples(examples, VOCAB)]
-    dknn = DkNN(N_CLASS, k=5).build(model.layer_activations(encode(train)), [y for _, y in train])
+    dknn = DkNN(N_CLASS, k=5).fit(model.layer_activations(encode(train)), [y for _, y in train])
     dknn.calibrate(model.layer_activations(encode(calib)), [y for _, y in calib])
     setup = types.SimpleNamespace(
         model=model, vocab=VOCAB, result_dir=str(tmp_path), label_names=LABEL_NAMES,
         splits=types.SimpleNamespace(train=train, test=train[:4]),
         config={'dataset': 'toy', 'model': 'cnn', 'n_class': N_CLASS})
+    setup.evaluation_examples = lambda split, eval_file: (split, getattr(setup.splits, split))
     return setup, dknn
 
 
@@ -65,19 +68,19 @@ def variants(words):
 # ---------------------------------------------------------------- leave-one-out by hand
 def test_leave_one_out_inputs_re_encode_the_shortened_sentence():
     words, premise = ['good', 'Schweiger', 'movie'], ['the', 'plot']
-    rows = interp.LeaveOneOutInputs(None, words, VOCAB)
+    rows = saliency.LeaveOneOutInputs(None, words, VOCAB)
     expected = [nlp_utils.to_ids(v, VOCAB) for v in [words] + variants(words)]
     assert len(rows) == 4 and all(np.array_equal(a, b) for a, b in zip(rows, expected))
-    pair_rows = list(interp.LeaveOneOutInputs(premise, words, VOCAB))
+    pair_rows = list(saliency.LeaveOneOutInputs(premise, words, VOCAB))
     assert all(np.array_equal(p, nlp_utils.to_ids(premise, VOCAB)) for p, _ in pair_rows)
     assert all(np.array_equal(h, e) for (_, h), e in zip(pair_rows, expected))
-    assert len(interp.LeaveOneOutInputs(None, ['fun'], VOCAB)) == 1
+    assert len(saliency.LeaveOneOutInputs(None, ['fun'], VOCAB)) == 1
 
 
 def test_confidence_loo_is_the_drop_in_softmax_probability(setup_and_dknn):
     setup, _ = setup_and_dknn
     examples = examples_of(random_sentences(5, seed=3))
-    results = interp.ConfidenceLOO(setup.model, VOCAB).interpret(examples, batchsize=16)
+    results = saliency.ConfidenceLOO(setup.model, VOCAB).interpret(examples, batchsize=16)
     for (words, label), result in zip(examples, results):
         full = setup.model.predict_proba([nlp_utils.to_ids(words, VOCAB)])[0]
         y = int(full.argmax())
@@ -94,7 +97,7 @@ def test_confidence_loo_is_the_drop_in_softmax_probability(setup_and_dknn):
 def test_dknn_loo_is_the_drop_in_dknn_scores(setup_and_dknn, method, key):
     setup, dknn = setup_and_dknn
     examples = examples_of(random_sentences(6, seed=4))
-    results = interp.make_interpreter(method, setup, dknn).interpret(examples, batchsize=10)
+    results = saliency.make_interpreter(method, setup, dknn).interpret(examples, batchsize=10)
     dknn_of = lambda words: dknn.predict_from_activations(
         setup.model.layer_activations([nlp_utils.to_ids(words, VOCAB)]))
     for (words, _), result in zip(examples, results):
@@ -110,7 +113,7 @@ def test_dknn_loo_is_the_drop_in_dknn_scores(setup_and_dknn, method, key):
 def test_conformity_prediction_is_the_argmax_of_conformity(setup_and_dknn):
     setup, dknn = setup_and_dknn
     examples = examples_of(random_sentences(20, seed=5))
-    results = interp.ConformityLOO(setup.model, VOCAB, dknn).interpret(examples)
+    results = saliency.ConformityLOO(setup.model, VOCAB, dknn).interpret(examples)
     conformity = dknn.predict_from_activations(setup.model.layer_activations(
         [nlp_utils.to_ids(words, VOCAB) for words, _ in examples]))['conformity']
     assert [r.prediction for r in results] == list(conformity.argmax(axis=1))
@@ -119,10 +122,10 @@ def test_conformity_prediction_is_the_argmax_of_conformity(setup_and_dknn):
 def test_calibrated_loo_uses_the_temperature(setup_and_dknn, tmp_path):
     setup, _ = setup_and_dknn
     with pytest.raises(UserError, match='scaling.py'):
-        interp.make_interpreter('calibrated', setup)
+        saliency.make_interpreter('calibrated', setup)
     nlp_utils.atomic_write_json(str(tmp_path / 'temperature.json'), {'temperature': 2.5})
     words = random_sentences(1, seed=6)[0]
-    result = interp.make_interpreter('calibrated', setup).interpret([(words, None)])[0]
+    result = saliency.make_interpreter('calibrated', setup).interpret([(words, None)])[0]
     logits = setup.model.predict_logits(
         [nlp_utils.to_ids(v, VOCAB) for v in [words] + variants(words)])
     probabilities = np.exp(logits / 2.5) / np.exp(logits / 2.5).sum(axis=1, keepdims=True)
@@ -136,10 +139,10 @@ def test_batched_results_equal_one_at_a_time(setup_and_dknn):
     setup, dknn = setup_and_dknn
     examples = examples_of(random_sentences(9, seed=7) + [['fun']])
     methods = ('conformity', 'confidence', 'credibility', 'gradient')
-    together = interp.interpret_all(setup, methods, examples, dknn, batchsize=7, progress=False)
+    together = saliency.interpret_all(setup, methods, examples, dknn, batchsize=7, progress=False)
     assert list(together) == list(methods)
     for method in methods:
-        interpreter = interp.make_interpreter(method, setup, dknn)
+        interpreter = saliency.make_interpreter(method, setup, dknn)
         alone = [interpreter.interpret([example], batchsize=1)[0] for example in examples]
         for a, b in zip(together[method], alone):
             assert (a.prediction, a.tokens) == (b.prediction, b.tokens)
@@ -149,7 +152,7 @@ def test_batched_results_equal_one_at_a_time(setup_and_dknn):
 
 def test_chunks_respect_row_and_token_limits():
     rows = [[np.zeros(n, np.int32)] * n for n in (3, 1, 5, 2)] + [[np.zeros(1000, np.int32)] * 4]
-    chunks = list(interp.chunked_rows(rows, batchsize=4))
+    chunks = list(saliency.chunked_rows(rows, batchsize=4))
     assert all(len(chunk) <= 4 for chunk in chunks)
     # Rows of 1000 ids exceed the 4 * TOKENS_PER_ROW budget, so each gets a chunk of its own.
     assert [len(chunk) for chunk in chunks][-4:] == [1, 1, 1, 1]
@@ -162,18 +165,18 @@ def test_dknn_is_built_only_for_dknn_methods(setup_and_dknn, monkeypatch):
     calls = []
     monkeypatch.setattr(dknn_lib, 'dknn_from_setup', lambda s: calls.append(s) or dknn)
     examples = examples_of(random_sentences(2, seed=8))
-    interp.interpret_all(setup, ['confidence', 'gradient'], examples, progress=False)
+    saliency.interpret_all(setup, ['confidence', 'gradient'], examples, progress=False)
     assert calls == []
-    interp.interpret_all(setup, ['conformity', 'credibility'], examples, progress=False)
+    saliency.interpret_all(setup, ['conformity', 'credibility'], examples, progress=False)
     assert calls == [setup]
 
 
 def test_unknown_method_lists_choices(setup_and_dknn):
     setup, _ = setup_and_dknn
     with pytest.raises(UserError, match='choose from conformity, confidence, calibrated'):
-        interp.interpret_all(setup, 'confidence,saliency', [(['good'], 0)])
+        saliency.interpret_all(setup, 'confidence,saliency', [(['good'], 0)])
     with pytest.raises(UserError, match='saliency'):
-        interp.make_interpreter('saliency', setup)
+        saliency.make_interpreter('saliency', setup)
 
 
 # ---------------------------------------------------------------- gradient
@@ -183,7 +186,7 @@ def test_gradient_is_minus_input_gradient_and_matches_finite_differences(setup_a
     for param in model.params():
         param.array = param.array.astype(np.float64)
     words = random_sentences(1, seed=9)[0]
-    result = interp.Gradient(model, VOCAB).interpret([(words, 1)])[0]
+    result = saliency.Gradient(model, VOCAB).interpret([(words, 1)])[0]
     ids = nlp_utils.to_ids(words, VOCAB)
     y = int(model.predict_logits([ids])[0].argmax())
     assert result.prediction == y
@@ -206,38 +209,76 @@ def test_gradient_is_minus_input_gradient_and_matches_finite_differences(setup_a
 
 
 # ---------------------------------------------------------------- scores
-def test_normalize_hand_example():
-    np.testing.assert_allclose(interp.normalize([2, 1, -1, -3]), [2 / 3, 1 / 3, -1 / 4, -3 / 4])
-    np.testing.assert_array_equal(interp.normalize([0, 4, 0]), [0, 1, 0])
-    assert np.isnan(interp.normalize([np.nan])).all()
+def test_normalize_three_ways_hand_example():
+    scores = [2, 1, -1, -3]   # total |importance| 7; positives sum to 3, negatives to -4
+    np.testing.assert_allclose(saliency.normalize(scores), [2 / 7, 1 / 7, -1 / 7, -3 / 7])
+    np.testing.assert_allclose(saliency.normalize(scores, 'total'), [2 / 7, 1 / 7, -1 / 7, -3 / 7])
+    np.testing.assert_allclose(saliency.normalize(scores, 'per-sign'), [2 / 3, 1 / 3, -1 / 4, -3 / 4])
+    np.testing.assert_allclose(saliency.normalize(scores, 'half-scale'),
+                               [1 / 3, 1 / 6, -1 / 8, -3 / 8])
+
+
+def test_normalize_lone_small_negative_word():
+    """Per sign, one tiny negative word is drawn at full strength; in total it is ~0."""
+    np.testing.assert_allclose(saliency.normalize([10, 5, -0.01], 'per-sign'), [2 / 3, 1 / 3, -1])
+    np.testing.assert_allclose(saliency.normalize([10, 5, -0.01], 'total'),
+                               [10 / 15.01, 5 / 15.01, -0.01 / 15.01])
+
+
+@pytest.mark.parametrize('normalization,expected', [
+    ('total', [-0.25, -0.75, 0]), ('per-sign', [-0.25, -0.75, 0]),
+    ('half-scale', [-0.125, -0.375, 0])])
+def test_normalize_only_negative_importances(normalization, expected):
+    np.testing.assert_allclose(saliency.normalize([-1, -3, 0], normalization), expected)
+
+
+@pytest.mark.parametrize('normalization', sorted(saliency.NORMALIZATIONS))
+def test_normalize_zeros_and_nan(normalization):
+    np.testing.assert_array_equal(saliency.normalize([0, 0, 0], normalization), [0, 0, 0])
+    assert np.isnan(saliency.normalize([np.nan], normalization)).all()
+    half = 0.5 if normalization == 'half-scale' else 1
+    total = 0.5 if normalization == 'total' else 1
+    # NaN stays NaN and does not enter the sums.
+    np.testing.assert_allclose(saliency.normalize([np.nan, 2, -2], normalization),
+                               [np.nan, half * total, -half * total])
+    with pytest.raises(ValueError, match='unknown normalization'):
+        saliency.normalize([1.0], 'softmax')
 
 
 def test_highlighted_counts_words_above_the_threshold():
-    # normalised: [0.9, 0.04, 0.06, -0.5, -0.5, 0]
-    mask = interp.highlighted([0.9, 0.04, 0.06, -1, -1, 0])
-    np.testing.assert_array_equal(mask, [True, False, True, True, True, False])
-    assert interp.highlighted([0.9, 0.04, 0.06], threshold=0.05).sum() == 2
-    assert not interp.highlighted([np.nan]).any()
+    scores = [0.9, 0.04, 0.06, -1, -1, 0]
+    # total |importance| 3: [0.3, 0.013, 0.02, -0.33, -0.33, 0]
+    np.testing.assert_array_equal(saliency.highlighted(scores),
+                                  [True, False, False, True, True, False])
+    # per sign: [0.9, 0.04, 0.06, -0.5, -0.5, 0]; half-scale: half of that.
+    np.testing.assert_array_equal(saliency.highlighted(scores, normalization='per-sign'),
+                                  [True, False, True, True, True, False])
+    np.testing.assert_array_equal(saliency.highlighted(scores, normalization='half-scale'),
+                                  [True, False, False, True, True, False])
+    assert saliency.highlighted([0.92, 0.08], normalization='per-sign').sum() == 2
+    assert saliency.highlighted([0.92, 0.08], normalization='half-scale').sum() == 1
+    assert saliency.highlighted([0.9, 0.04, 0.06], threshold=0.03).sum() == 3
+    assert not saliency.highlighted([np.nan]).any()
 
 
 def test_importance_ranks_hand_example():
     scores = [0.3, -2.0, 0.0, 0.3, 1.5]
-    np.testing.assert_array_equal(interp.importance_ranks(scores), [3.5, 1, 2, 3.5, 5])
-    np.testing.assert_array_equal(interp.importance_ranks(scores, most_positive_first=True),
+    np.testing.assert_array_equal(saliency.importance_ranks(scores), [3.5, 1, 2, 3.5, 5])
+    np.testing.assert_array_equal(saliency.importance_ranks(scores, most_positive_first=True),
                                   [2.5, 5, 4, 2.5, 1])
-    ranks = interp.importance_ranks([np.nan, 1.0, -1.0])
+    ranks = saliency.importance_ranks([np.nan, 1.0, -1.0])
     assert np.isnan(ranks[0]) and list(ranks[1:]) == [2, 1]
 
 
 def test_display_tokens_brackets_unknown_words():
-    assert interp.display_tokens(['good', 'Schweiger', 'movie'], VOCAB) == \
+    assert saliency_report.display_tokens(['good', 'Schweiger', 'movie'], VOCAB) == \
         ['good', '<Schweiger>', 'movie']
 
 
 # ---------------------------------------------------------------- edge cases
 def test_one_token_input_has_nan_leave_one_out_but_a_gradient(setup_and_dknn):
     setup, dknn = setup_and_dknn
-    results = interp.interpret_all(setup, ['confidence', 'conformity', 'gradient'],
+    results = saliency.interpret_all(setup, ['confidence', 'conformity', 'gradient'],
                                    [(['fun'], 2)], dknn, progress=False)
     for method in ('confidence', 'conformity'):
         (result,) = results[method]
@@ -250,25 +291,25 @@ def test_all_unknown_input_gives_equal_scores_and_bracketed_words(setup_and_dknn
     """Every word is '<unk>', so every leave-one-out variant is the same input."""
     setup, dknn = setup_and_dknn
     words = ['zzz', 'qqq', 'xxx']
-    results = interp.interpret_all(setup, ['confidence', 'conformity'], [(words, 0)], dknn,
+    results = saliency.interpret_all(setup, ['confidence', 'conformity'], [(words, 0)], dknn,
                                    progress=False)
     for method in ('confidence', 'conformity'):
         scores = results[method][0].scores
         assert np.isfinite(scores).all() and np.ptp(scores) == 0
-    assert interp.display_tokens(words, VOCAB) == ['<zzz>', '<qqq>', '<xxx>']
+    assert saliency_report.display_tokens(words, VOCAB) == ['<zzz>', '<qqq>', '<xxx>']
 
 
 def test_empty_input_is_a_user_error(setup_and_dknn):
     setup, dknn = setup_and_dknn
     for method in ('confidence', 'gradient'):
         with pytest.raises(UserError, match='empty input'):
-            interp.make_interpreter(method, setup, dknn).interpret([(['good'], 0), ([], 1)])
+            saliency.make_interpreter(method, setup, dknn).interpret([(['good'], 0), ([], 1)])
 
 
 def test_long_input_is_interpreted_in_bounded_chunks(setup_and_dknn):
     setup, dknn = setup_and_dknn
     words = random_sentences(1, seed=10, low=520, high=521)[0]
-    results = interp.interpret_all(setup, ['confidence', 'conformity'], [(words, 0)], dknn,
+    results = saliency.interpret_all(setup, ['confidence', 'conformity'], [(words, 0)], dknn,
                                    batchsize=64, progress=False)
     full_ids = nlp_utils.to_ids(words, VOCAB)
     for method in ('confidence', 'conformity'):
@@ -285,7 +326,7 @@ def test_pair_model_interprets_only_the_hypothesis(tmp_path):
     setup, dknn = make_setup(tmp_path, pair=True)
     premise, hypothesis = random_sentences(2, seed=11, low=4, high=7)
     methods = ['confidence', 'conformity', 'gradient']
-    results = interp.interpret_all(setup, methods, [((premise, hypothesis), 1)], dknn,
+    results = saliency.interpret_all(setup, methods, [((premise, hypothesis), 1)], dknn,
                                    progress=False)
     for method in methods:
         result = results[method][0]
@@ -299,23 +340,25 @@ def test_pair_model_interprets_only_the_hypothesis(tmp_path):
     np.testing.assert_allclose(results['confidence'][0].scores,
                                probabilities[0, y] - probabilities[1:, y], atol=1e-6)
     with pytest.raises(UserError, match='pair model'):
-        interp.ConfidenceLOO(setup.model, VOCAB).interpret([(hypothesis, 0)])
+        saliency.ConfidenceLOO(setup.model, VOCAB).interpret([(hypothesis, 0)])
 
 
 # ---------------------------------------------------------------- rendering
 def hostile_views(tmp_path):
     """Views whose tokens, labels and neighbours all try to inject markup."""
     labels = ['<b>neg', 'neu&', 'pos"']
-    interpretation = interp.Interpretation(
+    interpretation = saliency.Interpretation(
         ['<script>', 'alert(1)', '</script>', 'good', '$5'],
         np.array([1.0, -0.5, 0.2, 0.0, np.nan]), 0, 0.9, 2, ['<i>premise', 'zzz'])
     neighbors = [[((['<script>x'], ['good']), 1)]]
-    return interp.build_views({'conformity': [interpretation]}, VOCAB, labels, neighbors)
+    return saliency_report.build_views({'conformity': [interpretation]}, VOCAB, labels, neighbors,
+                              'per-sign')
 
 
 def test_html_escapes_every_text(tmp_path):
     path = tmp_path / 'out' / 'maps.html'
-    interp.render_html(hostile_views(tmp_path), str(path), title='<script>title')
+    nlp_utils.atomic_write_files([saliency_report.html_write(
+        hostile_views(tmp_path), str(path), title='<script>title')])
     page = path.read_text()
     assert '&lt;script&gt;' in page and '&lt;/script&gt;' in page
     assert '<script' not in page.lower() and '</script' not in page.lower()
@@ -329,19 +372,69 @@ def test_html_escapes_every_text(tmp_path):
 
 
 def test_html_colours_follow_the_sign(tmp_path):
-    interpretation = interp.Interpretation(['good', 'bad', 'movie'], np.array([2.0, -1.0, 0.0]),
+    interpretation = saliency.Interpretation(['good', 'bad', 'movie'], np.array([2.0, -1.0, 0.0]),
                                            2, 0.8, 2, None)
-    views = interp.build_views({'confidence': [interpretation]}, VOCAB, LABEL_NAMES)
-    page = interp.html_page(views, 'maps')
-    assert 'rgba(33,102,172,1.000)' in page      # 'good' fully blue
-    assert 'rgba(178,24,43,1.000)' in page       # 'bad' fully red
+    views = saliency_report.build_views({'confidence': [interpretation]}, VOCAB, LABEL_NAMES)
+    page = saliency_report.html_page(views, 'maps')
+    assert 'rgba(33,102,172,0.667)' in page      # 'good': 2 of the total 3, blue
+    assert 'rgba(178,24,43,0.333)' in page       # 'bad': 1 of 3, red
     assert 'rgba(33,102,172,0.000)' in page      # 'movie' uncoloured
-    assert 'pos (0.800)' in page and 'gold: <b>pos</b>' in page
+    assert '<bdi>pos</bdi> (0.800)' in page and 'gold: <b><bdi>pos</bdi></b>' in page
+    assert 'wrong' not in page.split('</style>')[1].split('Prediction columns')[0]
+    assert "Normalisation: total (each word&#x27;s importance" in page
+    per_sign = saliency_report.html_page(saliency_report.build_views(
+        {'confidence': [interpretation]}, VOCAB, LABEL_NAMES, normalization='per-sign'), 'maps')
+    assert 'rgba(33,102,172,1.000)' in per_sign and 'rgba(178,24,43,1.000)' in per_sign
+    assert 'Normalisation: per-sign' in per_sign
+
+
+def test_report_marks_wrong_predictions_states_scores_and_settings():
+    wrong = saliency.Interpretation(['-lrb-', 'good', '-rrb-', 'zzz'],
+                                    np.array([0.1, 1.0, 0.1, 0.0]), 1, 0.8, 0, None)
+    views = saliency_report.build_views({'conformity': [wrong]}, dict(VOCAB, **{
+        '-lrb-': 90, '-rrb-': 91}), LABEL_NAMES)
+    page = saliency_report.html_page(views, 'Produced by: `python x.py`',
+                                     {'k': 75, 'backend': 'faiss', 'temperature': None})
+    body = page.split('<body>')[1]
+    assert '\u2717 wrong' in body and 'Settings: k 75, backend faiss.' in body
+    assert 'conformity: fraction of the DkNN neighbours' in body
+    assert '`' not in page                          # no stray Markdown in headings
+    assert '>(</span>' in body and '>)</span>' in body and '&lt;zzz&gt;' in body
+    assert 'unicode-bidi: isolate' in page
+
+
+def test_raw_importances_are_exported_with_both_scales(tmp_path):
+    found = saliency.Interpretation(['good', 'bad'], np.array([3.0, -1.0]), 2, 0.8, 2, None)
+    rows = saliency_report.importance_rows({'gradient': [found]}, VOCAB, LABEL_NAMES)
+    assert [(r['token'], r['raw_importance'], r['normalized_importance']) for r in rows] == [
+        ('good', 3.0, 0.75), ('bad', -1.0, -0.25)]
+    path = tmp_path / 'maps.csv'
+    nlp_utils.atomic_write_files([saliency_report.importances_write(rows, str(path))])
+    assert path.read_text().splitlines()[1] == '1,gradient,0,good,True,3.0,0.75,total,pos,pos'
+
+
+def test_png_caps_very_long_tokens():
+    assert len(saliency_report.png_word('x' * 5000)) == saliency_report.PNG_MAX_CHARS
+    assert saliency_report.png_word('short') == 'short'
+
+
+def test_long_inputs_warn_before_leave_one_out(capsys):
+    saliency.warn_about_long_inputs([(None, ['w'] * 1500), (None, ['w'] * 3)])
+    err = capsys.readouterr().err
+    assert 'input 1 has 1500 words: leave-one-out runs 1501 variants' in err
+    assert 'input 2' not in err
+
+
+def test_progress_counts_rows_so_one_long_input_moves_the_bar(capsys):
+    rows = [[np.zeros(4, np.int32)] * 10]
+    chunks = list(saliency.chunked_rows(rows, batchsize=3, progress='loo'))
+    assert [len(c) for c in chunks] == [3, 3, 3, 1]
+    assert '10/10' in capsys.readouterr().err
 
 
 def test_png_is_written(tmp_path):
     path = tmp_path / 'maps.png'
-    interp.render_png(hostile_views(tmp_path), str(path))
+    nlp_utils.atomic_write_files([saliency_report.png_write(hostile_views(tmp_path), str(path))])
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and path.stat().st_size > 1000
     assert [p.name for p in tmp_path.iterdir()] == ['maps.png']   # no temp file left
 
@@ -349,7 +442,7 @@ def test_png_is_written(tmp_path):
 def test_nearest_training_examples_are_final_layer_neighbours(setup_and_dknn):
     setup, dknn = setup_and_dknn
     examples = examples_of(random_sentences(3, seed=12))
-    found = interp.nearest_training_examples(setup.model, dknn, setup.splits.train, examples,
+    found = saliency.nearest_training_examples(setup.model, dknn, setup.splits.train, examples,
                                              4, VOCAB)
     train_final = setup.model.layer_activations(
         [nlp_utils.to_ids(t, VOCAB) for t, _ in setup.splits.train])[-1]
@@ -375,7 +468,31 @@ def test_cli_writes_html_and_png(setup_and_dknn, tmp_path, monkeypatch):
     page = html_path.read_text()
     assert page.count('<section>') == 3 and page.count('<tr>') == 9
     assert 'Nearest training examples' in page and png_path.stat().st_size > 0
+    assert 'Normalisation: total' in page
+    interp.main(['--model-setup', 'x', '--limit', '1', '--output', str(html_path),
+                 '--normalization', 'half-scale'])
+    assert 'Normalisation: half-scale' in html_path.read_text()
     with pytest.raises(UserError, match='temperature.json'):
         interp.main(['--model-setup', 'x', '--methods', 'calibrated', '--output', str(html_path)])
-    with pytest.raises(UserError, match='--limit'):
-        interp.main(['--model-setup', 'x', '--limit', '0'])
+    assert (tmp_path / 'maps.csv').read_text().startswith('example,method,position,token')
+
+
+def test_cli_writes_page_csv_and_png_together_or_not_at_all(setup_and_dknn, tmp_path,
+                                                            monkeypatch):
+    import plots
+    setup, dknn = setup_and_dknn
+    monkeypatch.setattr(interp.model_setup, 'load_setup', lambda *args: setup)
+    paths = [tmp_path / name for name in ('maps.html', 'maps.csv', 'maps.png')]
+    for path in paths:
+        path.write_text('old')
+
+    def broken_png(figure, path, dpi=120):
+        def write(f):
+            raise OSError(28, 'No space left on device', path)
+        return path, write, 'wb'
+    monkeypatch.setattr(plots, 'figure_write', broken_png)
+    with pytest.raises(OSError):
+        interp.main(['--model-setup', 'x', '--methods', 'confidence', '--limit', '2',
+                     '--output', str(paths[0]), '--png', str(paths[2])])
+    assert [p.read_text() for p in paths] == ['old'] * 3       # nothing half new
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['maps.csv', 'maps.html', 'maps.png']

@@ -246,3 +246,19 @@ def test_faiss_index_survives_a_save_without_pickle(tmp_path, kind):
     for a, b in zip(built.search(queries, 7), restored.search(queries, 7)):
         np.testing.assert_array_equal(a, b)
     assert KDTreeIndex().build(vectors).saved_state() is None
+
+
+def test_ivfpq_compresses_and_still_finds_the_cluster_neighbours(tmp_path):
+    rng = np.random.RandomState(0)
+    centers = rng.normal(0, 10, (8, 32)).astype(np.float32)
+    labels = rng.randint(0, 8, 4000)
+    vectors = centers[labels] + rng.normal(0, 0.5, (4000, 32)).astype(np.float32)
+    index = knn_index.make_index('faiss', kind='ivfpq', nprobe=8).build(vectors)
+    assert index._index.pq.M == 32 and index._index.pq.nbits == 6   # 4000 // 39 -> 6 bits
+    queries = centers + rng.normal(0, 0.5, (8, 32)).astype(np.float32)
+    _, found = index.search(queries, 10)
+    assert (labels[found] == np.arange(8)[:, None]).mean() > 0.95
+    restored = knn_index.make_index('faiss', kind='ivfpq', nprobe=8).restore(index.saved_state())
+    np.testing.assert_array_equal(restored.search(queries, 10)[1], found)
+    with pytest.raises(UserError, match='--pq-m 5 must divide the dimension 32'):
+        knn_index.make_index('faiss', kind='ivfpq', pq_m=5).build(vectors)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import nlp_utils
+import word_vectors
 from nlp_utils import UserError
 
 VECTORS = 'the 1 0 0\ngood 0 1 0\nMovie 0 0 1\nmovie 5 5 5\n'
@@ -45,7 +46,7 @@ def test_load_word_vectors_formats_coverage_and_case(tmp_path, kind):
     else:
         path.write_text(text)
     vocab = {'<eos>': 0, '<unk>': 1, 'The': 2, 'good': 3, 'Movie': 4, 'unseen': 5}
-    matrix, coverage = nlp_utils.load_word_vectors(str(path), vocab)
+    matrix, coverage = word_vectors.load_word_vectors(str(path), vocab)
     assert matrix.shape == (6, 3) and matrix.dtype == np.float32
     assert coverage == pytest.approx(3 / 4)
     np.testing.assert_array_equal(matrix[2], [1, 0, 0])  # lowercase fallback
@@ -55,11 +56,11 @@ def test_load_word_vectors_formats_coverage_and_case(tmp_path, kind):
 
 def test_malformed_vectors_file_names_file_and_line(tmp_path):
     path = tmp_path / 'bad.txt'
-    path.write_text('the 1 0 0\ngood 0 1\n')
-    with pytest.raises(UserError, match=r'bad.txt line 2'):
-        nlp_utils.load_word_vectors(str(path), {'<eos>': 0, '<unk>': 1, 'good': 2})
+    path.write_text('the 1 0 0\ngood 0 x 1\n')
+    with pytest.raises(UserError, match=r'bad.txt line 2: a vector value is not a number'):
+        word_vectors.load_word_vectors(str(path), {'<eos>': 0, '<unk>': 1, 'good': 2})
     with pytest.raises(UserError, match='does not exist'):
-        nlp_utils.load_word_vectors(str(tmp_path / 'missing.txt'), {})
+        word_vectors.load_word_vectors(str(tmp_path / 'missing.txt'), {})
 
 
 def test_atomic_write_leaves_no_partial_file(tmp_path):
@@ -108,7 +109,7 @@ def test_vectors_whose_word_contains_spaces(tmp_path):
     """GloVe 840B has a few words with spaces: the last `dim` fields are the vector."""
     path = tmp_path / 'vec.txt'
     path.write_text('the 1 0 0\n. . . 0 1 0\ngood 0 0 1\n')
-    vectors, dim = nlp_utils.read_vectors(str(path), {'. . .', 'good'})
+    vectors, dim = word_vectors.read_vectors(str(path), {'. . .', 'good'})
     assert dim == 3 and sorted(vectors) == ['. . .', 'good']
     np.testing.assert_array_equal(vectors['. . .'], [0, 1, 0])
 
@@ -120,8 +121,11 @@ def test_npz_with_pickled_objects_is_refused(tmp_path):
     with pytest.raises(UserError, match='best_model.npz is not a plain npz .*refused'):
         nlp_utils.load_npz_safely(str(path), L.Linear(3, 2))
     (tmp_path / 'garbage.npz').write_bytes(b'not a zip')
-    with pytest.raises(UserError, match='garbage.npz is not a plain npz'):
+    with pytest.raises(UserError, match='garbage.npz is not an npz file .it is not a zip'):
         nlp_utils.load_npz_safely(str(tmp_path / 'garbage.npz'), L.Linear(3, 2))
+    (tmp_path / 'empty.npz').write_bytes(b'')
+    with pytest.raises(UserError, match=r'empty.npz is empty \(0 bytes\); re-train'):
+        nlp_utils.load_npz_safely(str(tmp_path / 'empty.npz'), L.Linear(3, 2))
 
 
 def test_positive_int_rejects_zero():
@@ -135,3 +139,65 @@ def test_positive_int_rejects_zero():
 def test_text_is_written_as_utf8(tmp_path):
     nlp_utils.atomic_write_text(str(tmp_path / 'a.html'), 'caf\u00e9 \u2014')
     assert (tmp_path / 'a.html').read_bytes() == 'caf\u00e9 \u2014'.encode('utf-8')
+
+
+# ---------------------------------------------------------------- vectors files that lie
+def test_a_short_first_row_does_not_set_the_dimension(tmp_path, capsys):
+    path = tmp_path / 'vectors.txt'
+    path.write_text('odd 1 2\nthe 1 0 0\ngood 0 1 0\nbad 0 0 1\n')
+    vectors, dim = word_vectors.read_vectors(str(path), {'odd', 'good'})
+    assert dim == 3 and set(vectors) == {'good'}
+    assert 'skipped 1 row(s) of {} without exactly 3 numbers (first at line 1)'.format(
+        path) in capsys.readouterr().err
+
+
+def test_extra_numeric_fields_are_not_part_of_the_word(tmp_path, capsys):
+    path = tmp_path / 'vectors.txt'
+    path.write_text('the 1 0 0\ngood 0 1 0\nbad 9 0 0 1\nnew york 1 1 1\n')
+    vectors, _ = word_vectors.read_vectors(str(path), {'bad', 'bad 9', 'new york'})
+    assert set(vectors) == {'new york'}            # a word with a space, as in GloVe 840B
+    assert 'skipped 1 row(s)' in capsys.readouterr().err
+
+
+def test_word2vec_header_declares_the_dimension(tmp_path):
+    path = tmp_path / 'vectors.txt'
+    path.write_text('2 3\nthe 1 0 0\ngood 0 1 0\n')
+    vectors, dim = word_vectors.read_vectors(str(path), {'good'})
+    assert dim == 3 and vectors['good'].tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize('value', ['nan', 'inf', '-inf'])
+def test_non_finite_vectors_are_refused_with_file_and_line(tmp_path, value):
+    path = tmp_path / 'vectors.txt'
+    path.write_text('the 1 0 0\ngood 0 {} 0\n'.format(value))
+    with pytest.raises(UserError, match=r"vectors.txt line 2: the vector of 'good' has NaN or "
+                                        r"infinite values"):
+        word_vectors.read_vectors(str(path), {'good'})
+
+
+def test_truncated_and_fake_gzip_vectors_are_one_line_errors(tmp_path):
+    import gzip
+    data = gzip.compress(('the 1 0 0\n' * 5000).encode())
+    (tmp_path / 'cut.txt.gz').write_bytes(data[:len(data) // 2])
+    with pytest.raises(UserError, match='cut.txt.gz is truncated or not a valid .gz file'):
+        word_vectors.read_vectors(str(tmp_path / 'cut.txt.gz'), {'the'})
+    (tmp_path / 'plain.txt.gz').write_text('the 1 0 0\n')
+    with pytest.raises(UserError, match='plain.txt.gz is truncated or not a valid .gz file'):
+        word_vectors.read_vectors(str(tmp_path / 'plain.txt.gz'), {'the'})
+
+
+def test_read_json_names_the_expected_kind(tmp_path):
+    path = tmp_path / 'calib.json'
+    path.write_text('[1, 2]')
+    with pytest.raises(UserError, match='calib.json holds a JSON list, expected a JSON object'):
+        nlp_utils.read_json(str(path), 'calibration split', dict)
+
+
+@pytest.mark.parametrize('parse, text', [
+    (nlp_utils.positive_int, '0'), (nlp_utils.non_negative_int, '-1'),
+    (nlp_utils.fraction, '1.5'), (nlp_utils.fraction, '1'), (nlp_utils.fraction, 'nan'),
+    (nlp_utils.positive_int, 'many')])
+def test_argument_types_refuse_out_of_range_values(parse, text):
+    import argparse
+    with pytest.raises(argparse.ArgumentTypeError, match='must be'):
+        parse(text)

@@ -4,7 +4,8 @@ import types
 import numpy as np
 
 import paper_results
-from interpretations import Interpretation
+import tables
+from saliency import Interpretation
 
 
 def test_terribly_paraphrases_replace_each_great_of_positive_sentences():
@@ -40,21 +41,57 @@ def test_artifact_ranks_count_only_matching_predictions():
 def test_table1_collects_runs_and_marks_missing(tmp_path):
     folder = tmp_path / 'TREC_cnn'
     folder.mkdir()
-    (folder / 'dknn.json').write_text(json.dumps(
+    (folder / 'dknn_test_kdtree.json').write_text(json.dumps(
         {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.8875, 'backend': 'kdtree', 'k': 75}))
-    (folder / 'args.json').write_text(json.dumps({'epoch': 30}))
+    (folder / 'dknn_dev_kdtree.json').write_text(json.dumps(
+        {'softmax_accuracy': 0.85, 'dknn_accuracy': 0.86, 'backend': 'kdtree', 'k': 75}))
+    (folder / 'args.json').write_text(json.dumps({'epoch': 30, 'seed': 777}))
     seed = tmp_path / 'TREC_cnn_seed1'
     seed.mkdir()
-    (seed / 'dknn.json').write_text(json.dumps(
+    (seed / 'dknn_test_faiss.json').write_text(json.dumps(
         {'softmax_accuracy': 0.5, 'dknn_accuracy': 0.5, 'backend': 'faiss', 'k': 5}))
-    (seed / 'args.json').write_text(json.dumps({'epoch': 2}))
+    (seed / 'args.json').write_text(json.dumps({'epoch': 2, 'seed': 1}))
     rows = paper_results.table1_rows(str(tmp_path))
     trec, trec_seed = [r for r in rows if r['model'] == 'CNN' and r['dataset'] == 'TREC']
     assert trec_seed['run'] == 'TREC_cnn_seed1' and trec_seed['softmax'] == 50.0
     assert (trec['softmax'], trec['dknn'], trec['difference']) == (90.0, 88.8, -1.2)
     assert (trec['paper_softmax'], trec['paper_dknn']) == (92.8, 92.4)
+    assert (trec['dev_softmax'], trec['dev_dknn']) == (85.0, 86.0)
+    assert trec_seed['dev_dknn'] is None and trec_seed['backend'] == 'faiss'
     sst = [r for r in rows if r['model'] == 'BiLSTM' and r['dataset'] == 'SST'][0]
     assert sst['softmax'] is None
-    table = paper_results.markdown_table(rows, ['model', 'dataset', 'softmax'])
+    table = tables.markdown_table(rows, ['model', 'dataset', 'softmax'])
     assert '| CNN | TREC | 90.0 |' in table and '| BiLSTM | SST | not run |' in table
-    assert paper_results.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
+    assert tables.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
+
+
+def test_table1_summary_averages_seeds_per_vocabulary_and_backend():
+    row = dict(paper_results.table1_empty_row('TREC_cnn', 'cnn', 'TREC'), backend='faiss',
+               vocab='pretrained', epochs=30)
+    rows = [dict(row, softmax=90.0, dknn=89.0, difference=-1.0, dev_softmax=88.0),
+            dict(row, softmax=92.0, dknn=92.0, difference=0.0, dev_softmax=None),
+            dict(row, softmax=80.0, dknn=80.0, difference=0.0, vocab='train')]
+    pretrained, train = paper_results.table1_summary(rows)
+    assert (pretrained['softmax'], pretrained['softmax_sd'], pretrained['dknn']) == (91.0, 1.0, 90.5)
+    assert (pretrained['seeds'], pretrained['dev_softmax'], pretrained['difference']) == (2, 88.0, -0.5)
+    assert (train['seeds'], train['softmax'], train['softmax_sd']) == (1, 80.0, None)
+
+
+def test_mean_highlighted_under_each_normalization():
+    maps = [interpretation(['a', 'b', 'c'], [0.9, 0.06, -0.04], 1),   # total 1.0
+            interpretation(['a', 'b'], [0.92, 0.08], 1),
+            interpretation(['x'], [np.nan], 1)]                        # one token: left out
+    # total: [0.9, 0.06, -0.04] -> 2 and [0.92, 0.08] -> 2; per sign the lone -0.04
+    # becomes -1 -> 3 and 2; half-scale: [0.47, 0.03, -0.5] -> 2 and [0.46, 0.04] -> 1.
+    assert paper_results.mean_highlighted(maps, 'total') == 2.0
+    assert paper_results.mean_highlighted(maps, 'per-sign') == 2.5
+    assert paper_results.mean_highlighted(maps, 'half-scale') == 1.5
+
+
+def test_mean_terribly_rank_is_toward_the_positive_class():
+    paraphrases = [(['x', 'terribly', 'good'], 1, 1), (['terribly', 'good', 'y'], 1, 0)]
+    maps = [interpretation(['x', 'terribly', 'good'], [0.1, -0.5, 0.9], 1),   # rank 1
+            # predicted negative: toward positive the map is [0.3, -0.2, -0.1], rank 3
+            interpretation(['terribly', 'good', 'y'], [-0.3, 0.2, 0.1], 0)]
+    for normalization in ('total', 'per-sign', 'half-scale'):
+        assert paper_results.mean_terribly_rank(maps, paraphrases, 1, normalization) == 2.0

@@ -150,10 +150,10 @@ def test_reliability_diagram_writes_a_png(tmp_path):
     rng = np.random.RandomState(0)
     confidences = rng.uniform(0.3, 1.0, 500)
     path = tmp_path / 'sub' / 'diagram.png'
-    plots.reliability_diagram(str(path), [
-        ('softmax', confidences, rng.rand(500) < confidences),
-        ('credibility', confidences ** 2, rng.rand(500) < confidences),
-    ], 'test')
+    plots.save_figure(plots.reliability_figure([
+        scaling.reliability_curve('softmax', confidences, rng.rand(500) < confidences),
+        scaling.reliability_curve('credibility', confidences ** 2, rng.rand(500) < confidences),
+    ], 'test'), str(path))
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert path.stat().st_size > 1000
     assert os.listdir(str(tmp_path / 'sub')) == ['diagram.png']  # no temp file left
@@ -184,7 +184,9 @@ def load_setup(path, gpu=-1):
     calib = [(np.array([i], dtype=np.int32), int(y)) for i, y in enumerate(labels)]
     model = types.SimpleNamespace(
         predict_logits=lambda xs, batchsize=64: logits[[int(x[0]) for x in xs]])
-    return types.SimpleNamespace(result_dir={result_dir!r}, calib=calib, model=model)
+    return types.SimpleNamespace(
+        result_dir={result_dir!r}, model=model, encode=lambda examples: examples,
+        evaluation_examples=lambda split, eval_file: (split, calib if split == 'calib' else []))
 '''
 
 
@@ -231,4 +233,25 @@ def test_cli_refuses_an_empty_calibration_split(tmp_path):
     process, result_dir = run_cli_with_fake_setup(tmp_path, n=0)
     assert process.returncode == 2
     assert '--n-calib' in process.stderr and len(process.stderr.strip().splitlines()) == 1
+    assert 'the calib split of' in process.stderr
     assert not (result_dir / 'temperature.json').exists()
+
+
+def test_temperature_at_the_first_bound_widens_the_search():
+    # Separable logits whose NLL keeps falling as T shrinks: the optimum lies below
+    # e^-5; the wider range finds a point in its interior or warns at its edge.
+    logits = np.array([[0.0, 1e-3], [1e-3, 0.0]] * 10)
+    labels = np.array([1, 0] * 10)
+    with pytest.warns(UserWarning, match='lies at the edge of the search range'):
+        temperature = scaling.fit_temperature(logits, labels)
+    assert temperature < np.exp(-5.0)   # beyond the first range: it was widened
+
+
+def test_temperature_inside_the_range_gives_no_warning():
+    rng = np.random.RandomState(0)
+    logits = rng.normal(0, 3, (200, 3))
+    labels = np.where(rng.rand(200) < 0.7, logits.argmax(axis=1), rng.randint(0, 3, 200))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert np.exp(-5) < scaling.fit_temperature(logits, labels) < np.exp(5)

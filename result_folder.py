@@ -1,0 +1,166 @@
+"""Result folders that never cost the user data: a marker, a lock, staging and swapping.
+
+A result folder is recognisably this tool's by its marker file (written when the folder
+is created). Only a marked folder is ever replaced or removed, and only whole: a new run
+is built in a hidden staging sibling (`.NAME.staging-PID`) and swapped in when it has
+finished, so a failed run leaves the old one untouched. Every writer of a result folder
+holds its lock (`.NAME.lock` beside it, an flock), so two processes never interleave
+their files; the second one gets a one-line error naming the holder. Temporary files
+that a killed process left behind are swept by the next holder of the lock.
+"""
+import contextlib
+import datetime
+import errno
+import fcntl
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+
+from nlp_utils import UserError
+
+MARKER = '.deep-knn-result'
+# Chainer's snapshot and log writers stage files in tmp<name>XXXX / log<8 chars> folders.
+_STALE_IN_FOLDER = re.compile(r'^(\.tmp-.*|tmp(snapshot_latest|best_model)\.npz\w+|log\w{8})$')
+
+
+def _sibling(folder, kind):
+    """Hidden sibling path `.NAME.<kind>` of `folder` (the parent is created if needed)."""
+    folder = os.path.abspath(folder)
+    parent, name = os.path.split(folder.rstrip(os.sep)) if folder != os.sep else ('/', 'root')
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UserError('cannot create the lock file beside {}: {} is not a folder; pass '
+                        'another --out'.format(folder, parent))
+    return os.path.join(parent, '.{}.{}'.format(name, kind))
+
+
+def is_result_folder(path):
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, MARKER))
+
+
+def mark(folder, created_by):
+    """Create `folder` (if needed) and write its marker."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, MARKER), 'w', encoding='utf-8') as f:
+        json.dump({'created_by': created_by, 'tool': 'deep-knn'}, f)
+        f.write('\n')
+
+
+@contextlib.contextmanager
+def lock(folder, purpose):
+    """Hold the exclusive lock of result folder `folder` (which may not exist yet) for
+    the duration; a second holder gets a UserError naming the first. The lock file
+    `.NAME.lock` beside the folder exists only while it is held."""
+    path = _sibling(folder, 'lock')
+    handle = _acquire(path, folder)
+    with handle:
+        handle.seek(0)
+        handle.truncate()
+        handle.write('pid {} on {} ({}, since {})\n'.format(
+            os.getpid(), socket.gethostname(), purpose,
+            datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')))
+        handle.flush()
+        try:
+            yield
+        finally:
+            # Unlinked while still held: a process that opened the old file meanwhile
+            # sees (in _acquire) that the path no longer leads to it and retries.
+            os.remove(path)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _acquire(path, folder):
+    """Open and flock `path` without waiting -> the open file, or UserError."""
+    while True:
+        try:
+            handle = open(path, 'a+', encoding='utf-8')
+        except OSError as error:
+            raise UserError('cannot create the lock file {} ({}); choose an --out in a '
+                            'folder you can write'.format(path, error.strerror))
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            handle.seek(0)
+            holder = handle.read().strip() or 'another process'
+            handle.close()
+            raise UserError('{} is in use by {}; wait for it to finish or use another '
+                            'folder'.format(folder, holder))
+        try:
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                return handle
+        except FileNotFoundError:
+            pass
+        handle.close()   # the holder released and removed it between our open and flock
+
+
+def sweep_stale(folder):
+    """Remove what killed runs left: staging or replaced siblings of `folder` (marked,
+    so ours) and temporary files inside it. Call only while holding the folder's lock.
+    Returns the number of paths removed."""
+    removed = 0
+    parent = os.path.dirname(_sibling(folder, 'lock'))
+    prefixes = tuple(os.path.basename(_sibling(folder, kind)) for kind in ('staging-', 'replaced-'))
+    for name in os.listdir(parent):
+        path = os.path.join(parent, name)
+        if name.startswith(prefixes) and is_result_folder(path):
+            shutil.rmtree(path)   # a folder this tool created and marked
+            removed += 1
+    if is_result_folder(folder):
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if _STALE_IN_FOLDER.match(name):
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+                removed += 1
+    if removed:
+        print('removed {} temporary file(s) left by an interrupted run of {}'.format(
+            removed, folder), file=sys.stderr)
+    return removed
+
+
+def check_replaceable(folder, flag='--force'):
+    """UserError unless `folder` is absent or a marked result folder of this tool."""
+    if not os.path.lexists(folder):
+        return
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        raise UserError('{} is not a folder; pass another --out'.format(folder))
+    if not is_result_folder(folder):
+        legacy = os.path.exists(os.path.join(folder, 'args.json'))
+        raise UserError('{} is not a result folder made by this tool (it has no {} marker); '
+                        '{} only replaces such folders: pass another --out{}'.format(
+                            folder, MARKER, flag,
+                            ' (if an older version of this tool made it: touch {})'.format(
+                                os.path.join(folder, MARKER)) if legacy else ''))
+
+
+def new_staging(folder, created_by):
+    """A fresh, marked, hidden staging sibling of `folder` to build a run in."""
+    staging = _sibling(folder, 'staging-{}'.format(os.getpid()))
+    if os.path.exists(staging):
+        shutil.rmtree(staging)   # ours: same pid prefix, left by an earlier failure
+    mark(staging, created_by)
+    return staging
+
+
+def swap_in(staging, folder):
+    """Replace `folder` (absent or a marked result folder) by the finished `staging`:
+    the old one is renamed aside first, so at every moment one complete run exists."""
+    check_replaceable(folder)
+    old = None
+    if os.path.exists(folder):
+        old = _sibling(folder, 'replaced-{}'.format(os.getpid()))
+        os.replace(folder, old)
+    os.replace(staging, folder)
+    if old is not None:
+        shutil.rmtree(old)   # the marked run that --force replaced
+
+
+def discard(staging):
+    """Remove a staging folder after a failure (only a marked one)."""
+    if is_result_folder(staging):
+        shutil.rmtree(staging)

@@ -1,0 +1,442 @@
+"""Saliency methods: one importance per word, as in sections 2, 3.3, 5 and 6.2.
+
+One small class per method behind one interface (`Interpreter.interpret`: examples in,
+`Interpretation`s with plain arrays out); rendering lives in saliency_report.py and the
+command line in interpretations.py.
+
+Every method takes an input and gives one importance value per token; a positive
+value means the token supports the prediction of the method's classifier f.
+
+  conformity   leave-one-out (Eq. 1) with f = the DkNN conformity vector (fraction of
+               the neighbours over all layers with label j, section 3.3). y is the DkNN
+               prediction; since p-values fall as conformity rises, that is the argmax
+               of the conformity (ties to the smaller class id).
+  credibility  leave-one-out with f = the DkNN p-values, i.e. calibrated conformity
+               (section 6.2); f(y | x) for the DkNN prediction y is the credibility.
+  confidence   leave-one-out with f = the softmax probability (section 2.1).
+  calibrated   leave-one-out with f = the temperature-scaled softmax (section 6.2);
+               needs temperature.json from scaling.py.
+  gradient     -(dL/de_t) . e_t with L the cross-entropy at the softmax prediction
+               (section 2.2); the minus sign makes positive mean "supports".
+
+Leave-one-out g(w_i) = f(y | x) - f(y | x_-i): word i is deleted and the shorter
+sentence is encoded again ('<eos>' stays last). For SNLI only hypothesis words are
+left out; the premise stays fixed.
+
+Edge cases:
+  - an empty input (no tokens to interpret) is a UserError;
+  - a one-token input has no leave-one-out variant (nothing is left once its only
+    word goes), so its leave-one-out importance is NaN; the gradient is defined;
+  - inputs of any length, also over 500 tokens, are allowed: the rows (full input
+    plus its variants) are cut into chunks of at most `batchsize` rows and about
+    `batchsize * TOKENS_PER_ROW` tokens, so memory stays bounded however long the
+    input. Results never depend on how the rows were chunked.
+
+Efficiency: the variants of several sentences are concatenated into one model batch
+and one batched DkNN query per chunk, and `interpret_all` runs every leave-one-out
+method over the same chunks, so the model and the DkNN see each row only once.
+
+Maps are normalised (`normalize`) so that they are comparable across methods: by
+default each importance is divided by the sentence's total absolute importance, as
+section 5.1 states; 'per-sign' and 'half-scale' (the authors' code) are the
+alternatives.
+"""
+import collections.abc
+import dataclasses
+import sys
+from typing import Optional
+
+import numpy as np
+import tqdm
+from scipy import stats
+
+import dknn as dknn_lib
+import nlp_utils
+import scaling
+from nlp_utils import UserError
+
+METHODS = ('conformity', 'confidence', 'calibrated', 'gradient')
+ALL_METHODS = METHODS + ('credibility',)
+DKNN_METHODS = ('conformity', 'credibility')
+DEFAULT_METHODS = ('conformity', 'confidence', 'gradient')   # the paper's Table 2
+DEFAULT_BATCHSIZE = 256
+TOKENS_PER_ROW = 64          # token budget of a chunk = batchsize * TOKENS_PER_ROW
+HIGHLIGHT_THRESHOLD = 0.05   # section 5.1: "a light blue or light red highlight"
+LONG_INPUT_WORDS = 1000      # leave-one-out of a longer input gets a warning first
+
+
+@dataclasses.dataclass
+class Interpretation:
+    """One method's word importances for one input."""
+    tokens: list                # the interpreted tokens (the hypothesis for SNLI)
+    scores: np.ndarray          # (n_tokens,) importance; positive supports `prediction`
+    prediction: int             # the prediction of the method's classifier f
+    score: float                # f(prediction | x) on the full input
+    label: Optional[int]        # gold label, if known
+    premise: Optional[list]     # SNLI premise tokens (kept fixed), else None
+
+
+# ---------------------------------------------------------------- inputs and chunks
+def split_example(tokens, pair):
+    """Token-level input -> (premise tokens or None, tokens to interpret)."""
+    if pair != isinstance(tokens, tuple):
+        raise UserError('a {} model takes {} inputs, got {!r}'.format(
+            'pair' if pair else 'single-sentence',
+            '(premise, hypothesis)' if pair else 'token-list', tokens))
+    premise, words = tokens if pair else (None, tokens)
+    if len(words) == 0:
+        raise UserError('cannot interpret an empty input (no {} tokens)'.format(
+            'hypothesis' if pair else 'input'))
+    return premise, list(words)
+
+
+def full_input(premise, words, vocab):
+    """The model input of an example: ids, or (premise ids, hypothesis ids)."""
+    ids = nlp_utils.to_ids(words, vocab)
+    return ids if premise is None else (nlp_utils.to_ids(premise, vocab), ids)
+
+
+class LeaveOneOutInputs(collections.abc.Sequence):
+    """The n + 1 model inputs of leave-one-out: row 0 is the full input, row i + 1 the
+    input without word i (only row 0 for a one-word input). Rows are built on access,
+    so a long input never holds its n variants (n^2 ids) at once. Deleting id i from
+    the encoded sentence equals encoding the shortened one: to_ids maps token by token.
+    """
+
+    def __init__(self, premise, words, vocab):
+        self.full = full_input(premise, words, vocab)
+        self.n_words = len(words)
+
+    def __len__(self):
+        return 1 if self.n_words == 1 else self.n_words + 1
+
+    def __getitem__(self, row):
+        if not 0 <= row < len(self):
+            raise IndexError(row)
+        if row == 0:
+            return self.full
+        if isinstance(self.full, tuple):
+            premise_ids, ids = self.full
+            return premise_ids, np.delete(ids, row - 1)
+        return np.delete(self.full, row - 1)
+
+
+def _n_ids(model_input):
+    return sum(len(part) for part in model_input) if isinstance(model_input, tuple) \
+        else len(model_input)
+
+
+def chunked_rows(rows_per_input, batchsize, progress=None):
+    """Cut the rows of many inputs into chunks of at most `batchsize` rows and about
+    batchsize * TOKENS_PER_ROW ids (a chunk always takes at least one row).
+
+    rows_per_input: list over inputs of sequences of model inputs. Yields lists of
+    (input index, row index, model input). `progress`: a description for a bar that
+    counts rows (so one very long input moves it too), or None.
+    """
+    max_ids = batchsize * TOKENS_PER_ROW
+    with tqdm.tqdm(total=sum(len(rows) for rows in rows_per_input), desc=progress,
+                   unit='row', disable=progress is None) as bar:
+        chunk, chunk_ids = [], 0
+        for owner, rows in enumerate(rows_per_input):
+            for position, row in enumerate(rows):
+                if chunk and (len(chunk) >= batchsize or chunk_ids + _n_ids(row) > max_ids):
+                    yield chunk
+                    bar.update(len(chunk))
+                    chunk, chunk_ids = [], 0
+                chunk.append((owner, position, row))
+                chunk_ids += _n_ids(row)
+        if chunk:
+            yield chunk
+            bar.update(len(chunk))
+
+
+def warn_about_long_inputs(split_inputs, limit=LONG_INPUT_WORDS):
+    """Leave-one-out of an n-word input runs n + 1 inputs of about n words (~n^2 tokens):
+    say so before a long one starts, rather than look stuck."""
+    for number, (_, words) in enumerate(split_inputs, 1):
+        if len(words) > limit:
+            print('warning: input {} has {} words: leave-one-out runs {} variants of about '
+                  '{} words each (~{:.1e} tokens); this takes a while'.format(
+                      number, len(words), len(words) + 1, len(words),
+                      float(len(words)) ** 2), file=sys.stderr)
+
+
+class ChunkOutputs:
+    """The model's (and DkNN's) view of one chunk of rows, computed on first use so
+    that all methods run on a chunk share one forward pass and one DkNN query."""
+
+    def __init__(self, model, rows):
+        self.model = model
+        self.rows = rows
+        self._activations = None
+        self._dknn_results = {}
+
+    @property
+    def activations(self):
+        """Every DkNN layer, list of (M, D_l) arrays; the last one is the logits."""
+        if self._activations is None:
+            self._activations = self.model.layer_activations(self.rows, len(self.rows))
+        return self._activations
+
+    @property
+    def logits(self):
+        return self.activations[-1]
+
+    def dknn_result(self, dknn):
+        """DkNN.predict_from_activations on these rows (one batched query per layer)."""
+        if id(dknn) not in self._dknn_results:
+            self._dknn_results[id(dknn)] = dknn.predict_from_activations(self.activations)
+        return self._dknn_results[id(dknn)]
+
+
+# ---------------------------------------------------------------- interpreters
+class Interpreter:
+    """An input in, one importance value per token out (see the module docstring)."""
+    name = None
+
+    def __init__(self, model, vocab):
+        self.model = model
+        self.vocab = vocab
+
+    def interpret(self, examples, batchsize=DEFAULT_BATCHSIZE, progress=None):
+        """examples: list of (tokens, label) (label may be None) -> list of Interpretation.
+        `progress`: a description for a progress bar over examples, or None."""
+        raise NotImplementedError
+
+
+class LeaveOneOut(Interpreter):
+    """Eq. 1 with the classifier f given by `class_scores`; subclasses only choose f."""
+
+    def class_scores(self, outputs):
+        """ChunkOutputs of M rows -> (f values (M, C) floats, predictions of f (M,))."""
+        raise NotImplementedError
+
+    def interpret(self, examples, batchsize=DEFAULT_BATCHSIZE, progress=None):
+        return run_leave_one_out([self], examples, batchsize, progress)[0]
+
+
+class ConfidenceLOO(LeaveOneOut):
+    """f = softmax(logits / T) with T = 1 (section 2.1)."""
+    name = 'confidence'
+    temperature = 1.0
+
+    def class_scores(self, outputs):
+        probabilities = scaling.softmax(outputs.logits, self.temperature)
+        return probabilities, probabilities.argmax(axis=1)
+
+
+class CalibratedConfidenceLOO(ConfidenceLOO):
+    """f = temperature-scaled softmax (section 6.2); T leaves the prediction unchanged."""
+    name = 'calibrated'
+
+    def __init__(self, model, vocab, temperature):
+        super().__init__(model, vocab)
+        self.temperature = temperature
+
+
+class ConformityLOO(LeaveOneOut):
+    """f = the DkNN conformity vector, y = the DkNN prediction (section 3.3)."""
+    name = 'conformity'
+    dknn_key = 'conformity'
+
+    def __init__(self, model, vocab, dknn):
+        super().__init__(model, vocab)
+        self.dknn = dknn
+
+    def class_scores(self, outputs):
+        result = outputs.dknn_result(self.dknn)
+        return result[self.dknn_key], result['prediction']
+
+
+class CredibilityLOO(ConformityLOO):
+    """f = the DkNN p-values (calibrated conformity, section 6.2)."""
+    name = 'credibility'
+    dknn_key = 'p_values'
+
+
+def loo_interpretation(f_values, predictions, words, label, premise):
+    """Eq. 1 from f on the rows of one input: f_values (n + 1, C) and predictions
+    (n + 1,), row 0 the full input, row i + 1 the input without word i (a one-word
+    input has only row 0 and gets NaN)."""
+    y = int(predictions[0])
+    full_score = float(f_values[0, y])
+    scores = full_score - f_values[1:, y] if len(words) > 1 else np.full(1, np.nan)
+    return Interpretation(words, np.asarray(scores, dtype=np.float64), y, full_score,
+                          label, premise)
+
+
+def run_leave_one_out(interpreters, examples, batchsize=DEFAULT_BATCHSIZE, progress=None):
+    """Several leave-one-out interpreters (sharing model and vocabulary) over the same
+    examples; every chunk of rows goes through the model and each DkNN once.
+    Returns one list of Interpretation per interpreter."""
+    model, vocab = interpreters[0].model, interpreters[0].vocab
+    if any(i.model is not model or i.vocab is not vocab for i in interpreters):
+        raise ValueError('leave-one-out interpreters run together must share model and vocab')
+    split = [split_example(tokens, model.pair) for tokens, _ in examples]
+    warn_about_long_inputs(split)
+    rows = [LeaveOneOutInputs(premise, words, vocab) for premise, words in split]
+    # f values and predictions of every row, per interpreter and input.
+    f_values = [[None] * len(rows) for _ in interpreters]
+    predictions = [[np.empty(len(r), dtype=np.int64) for r in rows] for _ in interpreters]
+    for chunk in chunked_rows(rows, batchsize, progress):
+        outputs = ChunkOutputs(model, [row for _, _, row in chunk])
+        for m, interpreter in enumerate(interpreters):
+            values, predicted = interpreter.class_scores(outputs)
+            for (owner, position, _), value, prediction in zip(chunk, values, predicted):
+                if f_values[m][owner] is None:
+                    f_values[m][owner] = np.empty((len(rows[owner]), len(value)))
+                f_values[m][owner][position] = value
+                predictions[m][owner][position] = prediction
+    return [[loo_interpretation(f_values[m][i], predictions[m][i], words, label, premise)
+             for i, ((premise, words), (_, label)) in enumerate(zip(split, examples))]
+            for m in range(len(interpreters))]
+
+
+class Gradient(Interpreter):
+    """-(dL/de_t) . e_t, L = cross-entropy at the softmax prediction (section 2.2);
+    the '<eos>' position is dropped. prediction/score: softmax argmax and probability."""
+    name = 'gradient'
+
+    def interpret(self, examples, batchsize=DEFAULT_BATCHSIZE, progress=None):
+        split = [split_example(tokens, self.model.pair) for tokens, _ in examples]
+        rows = [[full_input(premise, words, self.vocab)] for premise, words in split]
+        results = [None] * len(examples)
+        for chunk in chunked_rows(rows, batchsize, progress):
+            inputs = [row for _, _, row in chunk]
+            probabilities = scaling.softmax(self.model.predict_logits(inputs, len(inputs)))
+            predicted = probabilities.argmax(axis=1)
+            gradients = self.model.input_gradients(inputs, predicted, len(inputs))
+            for (owner, _, _), p, y, gradient in zip(chunk, probabilities, predicted, gradients):
+                premise, words = split[owner]
+                results[owner] = Interpretation(
+                    words, -gradient[:-1].astype(np.float64), int(y), float(p[y]),
+                    examples[owner][1], premise)
+        return results
+
+
+# ---------------------------------------------------------------- choosing methods
+def parse_methods(methods):
+    """'a,b' or a list -> tuple of distinct method names, in order; UserError if unknown."""
+    names = methods.split(',') if isinstance(methods, str) else list(methods)
+    names = [name.strip() for name in names if name.strip()]
+    unknown = [name for name in names if name not in ALL_METHODS]
+    if unknown or not names:
+        raise UserError('unknown interpretation method(s) {}; choose from {}'.format(
+            ', '.join(unknown) or '(none given)', ', '.join(ALL_METHODS)))
+    return tuple(dict.fromkeys(names))
+
+
+def make_interpreter(method, setup, dknn=None):
+    """The Interpreter of `method` for a loaded setup (model_setup.Setup or anything
+    with .model, .vocab, .result_dir). DkNN methods build a DkNN with the default
+    settings (kdtree, k=75) when `dknn` is None."""
+    parse_methods([method])
+    if method == 'gradient':
+        return Gradient(setup.model, setup.vocab)
+    if method == 'confidence':
+        return ConfidenceLOO(setup.model, setup.vocab)
+    if method == 'calibrated':
+        return CalibratedConfidenceLOO(setup.model, setup.vocab,
+                                       scaling.load_temperature(setup.result_dir))
+    if dknn is None:
+        dknn = dknn_lib.dknn_from_setup(setup)
+    return {'conformity': ConformityLOO, 'credibility': CredibilityLOO}[method](
+        setup.model, setup.vocab, dknn)
+
+
+def interpret_all(setup, methods, examples, dknn=None, batchsize=DEFAULT_BATCHSIZE,
+                  progress=True):
+    """{method: [Interpretation] over `examples`} for every method in `methods`.
+
+    The DkNN is built (once) only when a DkNN method is asked for and `dknn` is None.
+    All leave-one-out methods share one pass over the rows; progress bars count examples.
+    """
+    methods = parse_methods(methods)
+    # Cheap interpreters first, so a missing temperature.json fails before a DkNN build.
+    interpreters = {m: make_interpreter(m, setup) for m in methods if m not in DKNN_METHODS}
+    if any(m in DKNN_METHODS for m in methods):
+        if dknn is None:
+            dknn = dknn_lib.dknn_from_setup(setup)
+        interpreters.update({m: make_interpreter(m, setup, dknn)
+                             for m in methods if m in DKNN_METHODS})
+    loo = [m for m in methods if isinstance(interpreters[m], LeaveOneOut)]
+    results = {}
+    if loo:
+        description = 'leave-one-out ({})'.format(', '.join(loo)) if progress else None
+        maps = run_leave_one_out([interpreters[m] for m in loo], examples, batchsize, description)
+        results.update(zip(loo, maps))
+    if 'gradient' in methods:
+        results['gradient'] = interpreters['gradient'].interpret(
+            examples, batchsize, 'gradient' if progress else None)
+    return {m: results[m] for m in methods}
+
+
+def nearest_training_examples(model, dknn, train_examples, examples, n, vocab,
+                              batchsize=DEFAULT_BATCHSIZE):
+    """Interpretation by analogy (section 6.4): for each example, its `n` nearest
+    training examples (tokens, label) in the final DkNN layer, nearest first.
+    train_examples are the token-level examples the DkNN indexed, in order."""
+    inputs = []
+    for tokens, _ in examples:
+        premise, words = split_example(tokens, model.pair)
+        inputs.append(full_input(premise, words, vocab))
+    final_layer = model.layer_activations(inputs, batchsize)[-1]
+    _, neighbors = dknn.indexes[-1].search(final_layer, n)
+    return [[train_examples[i] for i in row if i >= 0] for row in neighbors]
+
+
+# ---------------------------------------------------------------- scores
+# How a map's importances are scaled so that maps of different methods compare.
+NORMALIZATIONS = {
+    'total': "each word's importance / the sentence's total absolute importance "
+             "(the paper's section 5.1 wording)",
+    'per-sign': 'positive importances / their sum, negative ones / the sum of their '
+                'magnitudes',
+    'half-scale': "per-sign / 2, the authors' code (a colour scale centred at 0.5)",
+}
+DEFAULT_NORMALIZATION = 'total'
+
+
+def normalize(scores, normalization=DEFAULT_NORMALIZATION):
+    """Scale one map's importances (n,) -> (n,) float64, signs kept (NORMALIZATIONS):
+
+    'total'       s_i / sum_j |s_j|, so the magnitudes sum to 1;
+    'per-sign'    s_i / sum of the importances with the sign of s_i, so each sign's
+                  magnitudes sum to 1;
+    'half-scale'  per-sign / 2, in [-0.5, 0.5].
+    NaN stays NaN and is left out of the sums; an all-zero map stays zero.
+    """
+    if normalization not in NORMALIZATIONS:
+        raise ValueError('unknown normalization {!r}; choose from {}'.format(
+            normalization, ', '.join(NORMALIZATIONS)))
+    scores = np.asarray(scores, dtype=np.float64)
+    normalized = scores.copy()
+    if normalization == 'total':
+        total = np.abs(scores[~np.isnan(scores)]).sum()
+        return normalized / total if total > 0 else normalized
+    positive, negative = scores > 0, scores < 0   # NaN is neither
+    if positive.any():
+        normalized[positive] /= scores[positive].sum()
+    if negative.any():
+        normalized[negative] /= -scores[negative].sum()
+    return normalized / 2 if normalization == 'half-scale' else normalized
+
+
+def highlighted(scores, threshold=HIGHLIGHT_THRESHOLD, normalization=DEFAULT_NORMALIZATION):
+    """Boolean (n,): |normalised importance| > threshold (NaN is never highlighted)."""
+    with np.errstate(invalid='ignore'):
+        return np.abs(normalize(scores, normalization)) > threshold
+
+
+def importance_ranks(scores, most_positive_first=False):
+    """Rank of each token (n,) float: 1 = the most negative (section 5.1), or with
+    most_positive_first=True 1 = the most positive, i.e. most important (Table 4).
+    Tied tokens share the average of their ranks; NaN scores get rank NaN and the
+    others are ranked among themselves."""
+    scores = np.asarray(scores, dtype=np.float64)
+    ranks = np.full(scores.shape, np.nan)
+    finite = ~np.isnan(scores)
+    ordered = -scores[finite] if most_positive_first else scores[finite]
+    ranks[finite] = stats.rankdata(ordered, method='average')
+    return ranks

@@ -1,0 +1,74 @@
+"""Running the CLIs as a user does, and checking that nothing they should not touch changed."""
+import hashlib
+import os
+import shutil
+
+import numpy as np
+
+import nlp_utils
+import train_text_classifier
+
+
+def lines(n, seed, labels=('neg', 'pos')):
+    """n `label text` lines whose label is given away by one word."""
+    rng = np.random.RandomState(seed)
+    words = ['bad', 'good', 'odd', 'fine'][:len(labels)]
+    rows = []
+    for _ in range(n):
+        label = rng.randint(len(labels))
+        rows.append('{} the film was {}'.format(labels[label], words[label]))
+    return '\n'.join(rows) + '\n'
+
+
+def train_argv(out, data, *extra):
+    """Flags of a tiny, fast training run (a bag of words) on `data` = (train, test)."""
+    return ['--dataset', 'custom', '--train-file', data[0], '--test-file', data[1],
+            '--model', 'bow', '--unit', '8', '--embed-dim', '8', '--epoch', '1',
+            '--batchsize', '16', '--n-calib', '10', '--min-freq', '1',
+            '--out', str(out)] + list(extra)
+
+
+def train_tiny(folder, out, n_labels=2, *extra):
+    """Write data into `folder` and train a tiny run into `out`; -> (train, test) paths."""
+    labels = ('neg', 'pos', 'mixed')[:n_labels]
+    train, test = os.path.join(str(folder), 'train.txt'), os.path.join(str(folder), 'test.txt')
+    with open(train, 'w') as f:
+        f.write(lines(80, 0, labels))
+    with open(test, 'w') as f:
+        f.write(lines(20, 1, labels))
+    train_text_classifier.main(train_argv(out, (train, test), *extra))
+    return train, test
+
+
+def cli(main, argv, capsys):
+    """Run `main(argv)` the way the scripts do: (exit status, stderr lines)."""
+    capsys.readouterr()
+    try:
+        nlp_utils.run_cli(lambda: main(argv))
+        status = 0
+    except SystemExit as stop:
+        status = stop.code
+    return status, capsys.readouterr().err.strip().splitlines()
+
+
+def snapshot(folder):
+    """{relative path: md5} of every file under `folder` (hidden ones too)."""
+    digests = {}
+    for parent, _, files in os.walk(str(folder)):
+        for name in files:
+            path = os.path.join(parent, name)
+            with open(path, 'rb') as f:
+                digests[os.path.relpath(path, str(folder))] = hashlib.md5(f.read()).hexdigest()
+    return digests
+
+
+def assert_one_line_error(status, err, *fragments):
+    assert status == 2 and len(err) == 1 and err[0].startswith('error: '), err
+    for fragment in fragments:
+        assert fragment in err[0], err[0]
+
+
+def copy_run(run, folder, name='run'):
+    target = os.path.join(str(folder), name)
+    shutil.copytree(str(run), target)
+    return target

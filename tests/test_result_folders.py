@@ -1,0 +1,248 @@
+"""Nothing a user owns is lost: --force, --resume, locks, failed runs, stale temp files.
+
+Every case runs a CLI as a user would (nlp_utils.run_cli: exit status 2 and one line on
+stderr for a user error) and checks that what existed before is byte-identical after.
+"""
+import json
+import os
+import subprocess
+
+import pytest
+
+import cli_helpers
+import nlp_utils
+import paper_results
+import result_folder
+import train_text_classifier
+from cli_helpers import assert_one_line_error, cli, lines, snapshot, train_argv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('data')
+    (folder / 'train.txt').write_text(lines(80, 0))
+    (folder / 'test.txt').write_text(lines(20, 1))
+    return str(folder / 'train.txt'), str(folder / 'test.txt')
+
+
+@pytest.fixture(scope='module')
+def finished(tmp_path_factory, data):
+    """A finished result folder (read-only for the tests: copy before changing)."""
+    out = tmp_path_factory.mktemp('runs') / 'run'
+    train_text_classifier.main(train_argv(out, data))
+    return out
+
+
+def copy_run(finished, tmp_path, name='run'):
+    import pathlib
+    return pathlib.Path(cli_helpers.copy_run(finished, tmp_path, name))
+
+
+# ---------------------------------------------------------------- --force
+def test_force_refuses_a_folder_with_unrelated_files(data, tmp_path, capsys):
+    out = tmp_path / 'mine'
+    out.mkdir()
+    (out / 'thesis.tex').write_text('years of work')
+    before = snapshot(tmp_path)
+    status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert_one_line_error(status, err, 'not a result folder made by this tool', '--out')
+    assert snapshot(tmp_path) == before
+
+
+def test_force_refuses_the_working_directory(data, tmp_path, capsys, monkeypatch):
+    checkout = tmp_path / 'checkout'
+    (checkout / '.git').mkdir(parents=True)
+    (checkout / '.git' / 'HEAD').write_text('ref: refs/heads/main\n')
+    (checkout / 'results').mkdir()
+    (checkout / 'results' / 'table1.md').write_text('| committed |\n')
+    monkeypatch.chdir(checkout)
+    before = snapshot(checkout)
+    for out in ('.', 'results'):
+        status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+        assert_one_line_error(status, err, 'not a result folder made by this tool')
+    assert snapshot(checkout) == before
+
+
+def test_force_refuses_a_file(data, tmp_path, capsys):
+    out = tmp_path / 'notes.txt'
+    out.write_text('keep me')
+    status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert_one_line_error(status, err, 'is not a folder')
+    assert out.read_text() == 'keep me'
+
+
+def test_force_and_resume_together_are_refused(finished, data, tmp_path, capsys):
+    out = copy_run(finished, tmp_path)
+    before = snapshot(out)
+    with pytest.raises(SystemExit) as stop:
+        train_text_classifier.parse_args(train_argv(out, data, '--force', '--resume'))
+    assert stop.value.code == 2 and 'not allowed with argument' in capsys.readouterr().err
+    assert snapshot(out) == before
+
+
+def test_force_keeps_the_old_run_when_the_new_one_fails(finished, data, tmp_path, capsys,
+                                                        monkeypatch):
+    out = copy_run(finished, tmp_path)
+    before = snapshot(out)
+
+    def crash(self, **options):
+        raise nlp_utils.UserError('simulated failure in epoch 1')
+    monkeypatch.setattr(train_text_classifier.training.Trainer, 'run', crash)
+    status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert_one_line_error(status, err, 'simulated failure')
+    assert snapshot(out) == before
+    assert os.listdir(str(tmp_path)) == ['run']   # no staging and no lock file left
+
+
+def test_force_with_bad_input_fails_before_touching_the_run(finished, data, tmp_path, capsys):
+    out = copy_run(finished, tmp_path)
+    before = snapshot(out)
+    argv = train_argv(out, data, '--force', '--word_vectors', str(tmp_path / 'missing.txt'))
+    status, err = cli(train_text_classifier.main, argv, capsys)
+    assert_one_line_error(status, err, 'missing.txt does not exist')
+    assert snapshot(out) == before
+
+
+def test_force_replaces_a_result_folder_atomically(finished, data, tmp_path, capsys):
+    out = copy_run(finished, tmp_path)
+    (out / 'dknn_test_faiss.json').write_text('{"stale": true}')
+    status, _ = cli(train_text_classifier.main, train_argv(out, data, '--force', '--seed', '3'),
+                    capsys)
+    assert status == 0
+    assert json.loads((out / 'args.json').read_text())['seed'] == 3
+    assert not (out / 'dknn_test_faiss.json').exists()   # the old run went as a whole
+    assert os.listdir(str(tmp_path)) == ['run']
+
+
+# ---------------------------------------------------------------- --resume
+def test_resume_deletes_nothing_and_records_the_epochs(finished, data, tmp_path, capsys):
+    out = copy_run(finished, tmp_path)
+    (out / 'my_notes.txt').write_text('mine')
+    status, _ = cli(train_text_classifier.main,
+                    train_argv(out, data, '--resume', '--epoch', '2'), capsys)
+    assert status == 0
+    assert (out / 'my_notes.txt').read_text() == 'mine'
+    assert json.loads((out / 'args.json').read_text())['epoch'] == 2
+    assert len(json.loads((out / 'log').read_text())) == 2
+
+
+def test_resume_of_nothing_is_an_error(data, tmp_path, capsys):
+    status, err = cli(train_text_classifier.main,
+                      train_argv(tmp_path / 'none', data, '--resume'), capsys)
+    assert_one_line_error(status, err, 'nothing to resume')
+    assert not (tmp_path / 'none').exists()
+
+
+def test_train_and_dknn_script_never_forces_a_resume(tmp_path):
+    fake = tmp_path / 'python'
+    fake.write_text('#!/bin/sh\necho "$@" >> {}\n'.format(tmp_path / 'calls'))
+    fake.chmod(0o755)
+    env = dict(os.environ, PYTHON=str(fake), RUN='script_test_run',
+               DKNN_DATA_DIR=str(tmp_path))
+    subprocess.run(['bash', 'scripts/train_and_dknn.sh', 'custom', 'bow', '--resume'],
+                   cwd=ROOT, env=env, check=False, capture_output=True)
+    subprocess.run(['bash', 'scripts/train_and_dknn.sh', 'custom', 'bow'],
+                   cwd=ROOT, env=env, check=False, capture_output=True)
+    calls = [c for c in (tmp_path / 'calls').read_text().splitlines()
+             if c.startswith('train_text_classifier.py')]
+    assert '--resume' in calls[0] and '--force' not in calls[0]
+    assert '--force' in calls[1]
+    leftover = os.path.join(ROOT, 'results', 'script_test_run.time')
+    if os.path.exists(leftover):
+        os.remove(leftover)
+
+
+# ---------------------------------------------------------------- interrupted runs
+def test_failure_before_the_first_snapshot_leaves_nothing(data, tmp_path, capsys, monkeypatch):
+    def crash(self, **options):
+        raise nlp_utils.UserError('simulated failure')
+    monkeypatch.setattr(train_text_classifier.training.Trainer, 'run', crash)
+    status, _ = cli(train_text_classifier.main, train_argv(tmp_path / 'new', data), capsys)
+    assert status == 2 and not (tmp_path / 'new').exists()
+    given = tmp_path / 'empty'
+    given.mkdir()
+    cli(train_text_classifier.main, train_argv(given, data), capsys)
+    assert given.is_dir() and os.listdir(str(given)) == []   # the user's folder stays
+
+
+def test_unfinished_run_is_kept_and_named_for_resume(finished, data, tmp_path, capsys):
+    out = copy_run(finished, tmp_path)
+    (out / 'train_result.json').unlink()           # as if killed after a snapshot
+    before = snapshot(out)
+    status, err = cli(train_text_classifier.main, train_argv(out, data), capsys)
+    assert_one_line_error(status, err, 'unfinished run', '--resume')
+    assert snapshot(out) == before
+    status, _ = cli(train_text_classifier.main,
+                    train_argv(out, data, '--resume', '--epoch', '2'), capsys)
+    assert status == 0 and (out / 'train_result.json').exists()
+
+
+def test_stale_temporary_files_are_swept_by_the_next_run(finished, data, tmp_path, capsys):
+    out = copy_run(finished, tmp_path)
+    (out / '.tmp-abc123best_model.npz').write_bytes(b'half written')
+    (out / 'tmpsnapshot_latest.npzx1y2').mkdir()
+    (out / 'my_notes.txt').write_text('mine')
+    staging = tmp_path / '.run.staging-999999'
+    result_folder.mark(str(staging), 'test')
+    foreign = tmp_path / '.run.staging-not-ours'
+    foreign.mkdir()                                   # no marker: not ours, kept
+    status, _ = cli(train_text_classifier.main,
+                    train_argv(out, data, '--resume', '--epoch', '2'), capsys)
+    assert status == 0
+    assert not (out / '.tmp-abc123best_model.npz').exists()
+    assert not (out / 'tmpsnapshot_latest.npzx1y2').exists() and not staging.exists()
+    assert foreign.exists() and (out / 'my_notes.txt').exists()
+
+
+# ---------------------------------------------------------------- locks
+def test_second_writer_gets_an_error_naming_the_holder(data, tmp_path, capsys):
+    out = tmp_path / 'busy'
+    with result_folder.lock(str(out), 'training'):
+        status, err = cli(train_text_classifier.main, train_argv(out, data), capsys)
+    assert_one_line_error(status, err, 'is in use by pid {}'.format(os.getpid()), 'training')
+    assert not out.exists()
+    status, _ = cli(train_text_classifier.main, train_argv(out, data), capsys)
+    assert status == 0                                # the lock is released afterwards
+
+
+# ---------------------------------------------------------------- reports
+@pytest.mark.parametrize('command', ['table1', 'training'])
+def test_report_without_runs_is_an_error_and_keeps_committed_tables(tmp_path, capsys,
+                                                                   command):
+    runs, out = tmp_path / 'runs', tmp_path / 'results'
+    runs.mkdir()
+    out.mkdir()
+    (out / '{}.md'.format(command)).write_text('committed numbers\n')
+    before = snapshot(out)
+    status, err = cli(paper_results.main, ['--results', str(runs), '--out', str(out), command],
+                      capsys)
+    assert_one_line_error(status, err, 'no result folder', str(runs))
+    assert snapshot(out) == before
+
+
+def test_report_does_not_overwrite_committed_tables_by_default(finished, tmp_path, capsys,
+                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    copy_run(finished, tmp_path / 'results', 'custom_bow')
+    (tmp_path / 'results' / 'training.md').write_text('committed numbers\n')
+    before = snapshot(tmp_path / 'results')
+    status, err = cli(paper_results.main, ['training'], capsys)
+    assert_one_line_error(status, err, 'training.md', '--overwrite')
+    assert snapshot(tmp_path / 'results') == before
+    status, _ = cli(paper_results.main, ['--overwrite', 'training'], capsys)
+    assert status == 0 and 'custom' in (tmp_path / 'results' / 'training.md').read_text()
+
+
+def test_dknn_caching_waits_for_no_one_and_names_the_training_holder(finished, tmp_path,
+                                                                    capsys):
+    import run_dknn
+    out = copy_run(finished, tmp_path)
+    before = snapshot(out)
+    with result_folder.lock(str(out), 'training'):
+        status, err = cli(run_dknn.main, ['--model-setup', str(out), '--k', '3'], capsys)
+    assert_one_line_error(status, err, 'in use by pid', 'training')
+    assert snapshot(out) == before                    # no cache written beside a training
+    status, _ = cli(run_dknn.main, ['--model-setup', str(out), '--k', '3'], capsys)
+    assert status == 0 and (out / 'dknn_test_faiss.json').exists()
