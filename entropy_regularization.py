@@ -12,7 +12,6 @@ The fine-tuned model is written as a normal result folder by `write_finetuned_fo
 """
 import os
 import shutil
-import tempfile
 
 import chainer
 import chainer.functions as F
@@ -22,13 +21,14 @@ import tqdm
 import dknn as dknn_lib
 import input_reduction
 import nlp_utils
+import result_folder
 from nlp_utils import UserError
 
 # The paper gives no values for these; ours (see README): lambda 1, Adam 1e-4, 3 epochs.
 DEFAULT_LAMBDA = 1.0
 DEFAULT_LR = 1e-4
 DEFAULT_EPOCHS = 3
-MARKER = 'finetune_entropy.json'   # marks a result folder this tool wrote
+RECORD = 'finetune_entropy.json'   # settings and loss history of the fine-tuning
 
 
 def entropy(logits):
@@ -122,43 +122,35 @@ def finetune(model, train, reduced, lam=DEFAULT_LAMBDA, lr=DEFAULT_LR, epochs=DE
 
 # ---------------------------------------------------------------- result folder
 def check_out(out):
-    """UserError unless `out` is new or a result folder this tool wrote (holds MARKER)."""
-    if os.path.exists(out) and not os.path.exists(os.path.join(out, MARKER)):
-        raise UserError('{} exists and is not a folder finetune_entropy.py wrote; choose '
-                        'another --out'.format(out))
+    """UserError unless `out` is new or a marked result folder of this tool."""
+    result_folder.check_replaceable(os.path.abspath(out), 'finetune_entropy.py')
 
 
 def write_finetuned_folder(out, parent_setup, model, settings, history):
     """Write the fine-tuned model as a result folder load_setup reads: args.json (the
     parent's, plus 'finetuned_from' and `settings`), vocab.json and calib.json copied
-    from the parent, best_model.npz, and the MARKER file with settings and history.
+    from the parent, best_model.npz, and RECORD with settings and loss history.
 
-    Built in a temporary sibling folder and renamed into place. An existing `out` is
-    replaced only if this tool wrote it (it holds MARKER); anything else is refused."""
+    Through result_folder: under the folder's lock, built in a marked staging sibling
+    and swapped in; an existing `out` is replaced only if it is a marked result folder."""
     out = os.path.abspath(out)
-    check_out(out)
     parent_dir = parent_setup.result_dir
     config = dict(parent_setup.config, finetuned_from=os.path.relpath(parent_dir, out),
                   **settings)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    build = tempfile.mkdtemp(dir=os.path.dirname(out), prefix='.tmp-' + os.path.basename(out))
-    try:
-        for name in ('vocab.json', 'calib.json'):
-            shutil.copyfile(os.path.join(parent_dir, name), os.path.join(build, name))
-        nlp_utils.atomic_write_json(os.path.join(build, 'args.json'), config)
-        nlp_utils.atomic_write(os.path.join(build, config['model_path']),
-                               lambda f: chainer.serializers.save_npz(f, model), 'wb')
-        nlp_utils.atomic_write_json(os.path.join(build, MARKER),
-                                    {'parent': config['finetuned_from'], 'settings': settings,
-                                     'history': history})
-        if os.path.exists(out):
-            old = out + '.old-' + os.path.basename(build)
-            os.rename(out, old)
-            os.rename(build, out)
-            shutil.rmtree(old)
-        else:
-            os.rename(build, out)
-    except BaseException:
-        shutil.rmtree(build, ignore_errors=True)
-        raise
+    with result_folder.lock(out, 'finetune_entropy.py'):
+        check_out(out)
+        staging = result_folder.new_staging(out, 'finetune_entropy.py')
+        try:
+            for name in ('vocab.json', 'calib.json'):
+                shutil.copyfile(os.path.join(parent_dir, name), os.path.join(staging, name))
+            nlp_utils.atomic_write_json(os.path.join(staging, 'args.json'), config)
+            nlp_utils.atomic_write(os.path.join(staging, config['model_path']),
+                                   lambda f: chainer.serializers.save_npz(f, model), 'wb')
+            nlp_utils.atomic_write_json(os.path.join(staging, RECORD),
+                                        {'parent': config['finetuned_from'],
+                                         'settings': settings, 'history': history})
+        except BaseException:
+            result_folder.discard(staging)
+            raise
+        result_folder.swap_in(staging, out)
     return out

@@ -18,12 +18,12 @@ import numpy as np
 
 import dknn as dknn_lib
 import input_reduction
-import interpretations
 import knn_index
 import model_setup
 import nlp_utils
+import saliency
 from nlp_utils import UserError
-from paper_results import write_table
+from tables import write_table
 
 HIGHLIGHT_METHODS = ('gradient', 'confidence', 'conformity')
 # Table 2 of the paper: SNLI (BIMPM, full train) accuracy and reduced length, before/after.
@@ -59,7 +59,7 @@ def measure(setup, args):
                                         args.batchsize)
     stats = input_reduction.summarize(reductions, view)
     dknn_summary = dknn_lib.summary(dknn_lib.evaluate(setup, dknn, setup.test, args.batchsize))
-    maps = interpretations.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test[:args.limit],
+    maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test[:args.limit],
                                          dknn, args.batchsize)
     row = {'dev_accuracy': accuracy(setup, setup.dev, args.batchsize),
            'test_accuracy': accuracy(setup, setup.test, args.batchsize),
@@ -70,7 +70,7 @@ def measure(setup, args):
            'dknn_test_accuracy': 100 * dknn_summary['dknn_accuracy']}
     for method in HIGHLIGHT_METHODS:
         # One-word inputs have no leave-one-out map (NaN) and are left out.
-        counts = [interpretations.highlighted(m.scores).sum() for m in maps[method]
+        counts = [saliency.highlighted(m.scores).sum() for m in maps[method]
                   if not np.isnan(m.scores).any()]
         row['highlights_' + method] = float(np.mean(counts))
     return row

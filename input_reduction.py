@@ -1,7 +1,7 @@
 """Input reduction with beam search (Feng et al. 2018, section 2): the library.
 
 Repeatedly remove the least important word while the prediction stays the same.
-Importance comes from interpretations.py's interpreters:
+Importance comes from saliency.py's interpreters:
 
   gradient     the gradient approximation of leave-one-out (the paper's choice);
                the stopping rule keeps the softmax prediction
@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 import tqdm
 
-import interpretations as interp
+import saliency
 import scaling
 from nlp_utils import UserError
 
@@ -58,7 +58,7 @@ def beam_size(max_beam, length):
 
 
 def make_reducer(importance, setup, dknn=None, max_beam=DEFAULT_BEAM,
-                 batchsize=interp.DEFAULT_BATCHSIZE):
+                 batchsize=saliency.DEFAULT_BATCHSIZE):
     """An InputReducer for a loaded setup; 'conformity' needs a calibrated DkNN."""
     if importance not in IMPORTANCES:
         raise UserError('unknown importance {!r}; choose from {}'.format(
@@ -67,20 +67,20 @@ def make_reducer(importance, setup, dknn=None, max_beam=DEFAULT_BEAM,
     if importance == 'conformity':
         if dknn is None:
             raise ValueError('conformity importance needs a DkNN')
-        scorer = interp.make_interpreter('conformity', setup, dknn)
+        scorer = saliency.make_interpreter('conformity', setup, dknn)
         return InputReducer(scorer, scorer, max_beam, batchsize)
-    scorer = interp.make_interpreter('confidence', setup)
-    explainer = scorer if importance == 'confidence' else interp.make_interpreter(
+    scorer = saliency.make_interpreter('confidence', setup)
+    explainer = scorer if importance == 'confidence' else saliency.make_interpreter(
         'gradient', setup)
     return InputReducer(explainer, scorer, max_beam, batchsize)
 
 
 class InputReducer:
-    """explainer: an interpretations.Interpreter giving word importances;
+    """explainer: an saliency.Interpreter giving word importances;
     scorer: a LeaveOneOut interpreter whose class_scores decide the prediction to keep."""
 
     def __init__(self, explainer, scorer, max_beam=DEFAULT_BEAM,
-                 batchsize=interp.DEFAULT_BATCHSIZE):
+                 batchsize=saliency.DEFAULT_BATCHSIZE):
         beam_size(max_beam, max_beam)
         self.explainer = explainer
         self.scorer = scorer
@@ -94,9 +94,9 @@ class InputReducer:
         values = np.empty((len(inputs), 0))
         predictions = np.empty(len(inputs), dtype=np.int64)
         rows = [[x] for x in inputs]
-        for chunk in interp.chunked_rows(rows, self.batchsize):
+        for chunk in saliency.chunked_rows(rows, self.batchsize):
             f, predicted = self.scorer.class_scores(
-                interp.ChunkOutputs(self.model, [row for _, _, row in chunk]))
+                saliency.ChunkOutputs(self.model, [row for _, _, row in chunk]))
             if values.shape[1] == 0:
                 values = np.empty((len(inputs), f.shape[1]))
             owners = [owner for owner, _, _ in chunk]
@@ -104,10 +104,10 @@ class InputReducer:
         return values, predictions
 
     def reduce(self, examples, progress=None):
-        """examples: [(tokens, label)] as in interpretations (pairs: (premise, hypothesis)).
+        """examples: [(tokens, label)] as in saliency.py (pairs: (premise, hypothesis)).
         Returns one Reduction per example. `progress`: a progress-bar description or None."""
-        split = [interp.split_example(tokens, self.model.pair) for tokens, _ in examples]
-        f, predictions = self.scores([interp.full_input(p, w, self.vocab) for p, w in split])
+        split = [saliency.split_example(tokens, self.model.pair) for tokens, _ in examples]
+        f, predictions = self.scores([saliency.full_input(p, w, self.vocab) for p, w in split])
         targets = [int(y) for y in predictions]
         first_scores = [float(f[i, y]) for i, y in enumerate(targets)]
         # A beam item is the tuple of the original word positions still kept.
@@ -147,7 +147,7 @@ class InputReducer:
     def _encode(self, example, kept):
         """Model input (ids) of an example keeping the word positions `kept`."""
         premise, words = example
-        return interp.full_input(premise, [words[p] for p in kept], self.vocab)
+        return saliency.full_input(premise, [words[p] for p in kept], self.vocab)
 
     @staticmethod
     def _input(example, kept):
@@ -172,20 +172,20 @@ class InputReducer:
 
 
 # ---------------------------------------------------------------- before and after
-def before_after(model, vocab, reductions, dknn=None, batchsize=interp.DEFAULT_BATCHSIZE):
+def before_after(model, vocab, reductions, dknn=None, batchsize=saliency.DEFAULT_BATCHSIZE):
     """Softmax (and DkNN) view of every original and reduced input. Returns a dict of
     arrays over the N reductions: confidence_before/after (softmax probability of
     the softmax prediction), softmax_prediction_before/after; with a DkNN also
     credibility_before/after and dknn_prediction_before/after (all (N,))."""
-    inputs = ([interp.full_input(r.premise, r.original, vocab) for r in reductions]
-              + [interp.full_input(r.premise, r.reduced, vocab) for r in reductions])
+    inputs = ([saliency.full_input(r.premise, r.original, vocab) for r in reductions]
+              + [saliency.full_input(r.premise, r.reduced, vocab) for r in reductions])
     n = len(reductions)
     probabilities = np.empty((2 * n, 0))
     credibility = np.empty(2 * n)
     dknn_prediction = np.empty(2 * n, dtype=np.int64)
-    for chunk in interp.chunked_rows([[x] for x in inputs], batchsize):
+    for chunk in saliency.chunked_rows([[x] for x in inputs], batchsize):
         owners = [owner for owner, _, _ in chunk]
-        outputs = interp.ChunkOutputs(model, [row for _, _, row in chunk])
+        outputs = saliency.ChunkOutputs(model, [row for _, _, row in chunk])
         p = scaling.softmax(outputs.logits)
         if probabilities.shape[1] == 0:
             probabilities = np.empty((2 * n, p.shape[1]))

@@ -16,13 +16,13 @@ import time
 
 import dknn as dknn_lib
 import input_reduction
-import interpretations
 import knn_index
 import model_setup
 import nlp_utils
 import reduction_report
+import saliency
 from nlp_utils import UserError
-from paper_results import write_table
+from tables import write_table
 
 # Table 2 of the paper, "Reduced length / Before" (SNLI, BIMPM, gradient importance).
 PAPER_REDUCED_LENGTH = {'snli': 1.50}
@@ -45,7 +45,7 @@ def parse_args(argv=None):
                         help='DkNN neighbours per layer')
     parser.add_argument('--backend', choices=knn_index.BACKENDS, default='kdtree')
     parser.add_argument('--batchsize', type=nlp_utils.positive_int,
-                        default=interpretations.DEFAULT_BATCHSIZE)
+                        default=saliency.DEFAULT_BATCHSIZE)
     parser.add_argument('--out', default='results', help='folder for table, figures, HTML')
     parser.add_argument('--gpu', type=int, default=-1)
     parser.add_argument('--data-dir', default=None)

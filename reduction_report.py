@@ -8,16 +8,16 @@ import json
 
 import numpy as np
 
-import interpretations
 import nlp_utils
 import plots
+import saliency_report
 import matplotlib.pyplot as plt  # noqa: E402 (plots chose the backend)
 
 
 def records(reductions, view, label_names, vocab):
     """One JSON-ready dict per reduction: texts (unknown words as '<word>'), the
     prediction kept, softmax confidence (and DkNN credibility) before and after."""
-    shown = lambda tokens: ' '.join(interpretations.display_tokens(tokens, vocab))
+    shown = lambda tokens: ' '.join(saliency_report.display_tokens(tokens, vocab))
     rows = []
     for i, r in enumerate(reductions):
         row = {'original': shown(r.original), 'reduced': shown(r.reduced),
@@ -77,7 +77,7 @@ def confidence_density(path, view, title):
     plots.save_figure(figure, path)
 
 
-REPORT_STYLE = interpretations.HTML_STYLE + """
+REPORT_STYLE = saliency_report.HTML_STYLE + """
 td.text { max-width: 40em; }
 .removed { color: #999; text-decoration: line-through; }
 th { text-align: left; padding: .25em .6em; border-bottom: 1px solid #ccc; }
@@ -89,7 +89,7 @@ def _original_html(reduction, vocab):
     kept = set(reduction.kept)
     return ' '.join(html.escape(shown) if i in kept else
                     '<span class="removed">{}</span>'.format(html.escape(shown))
-                    for i, shown in enumerate(interpretations.display_tokens(reduction.original,
+                    for i, shown in enumerate(saliency_report.display_tokens(reduction.original,
                                                                              vocab)))
 
 

@@ -92,7 +92,7 @@ def test_finetuned_folder_loads_like_any_result_folder(parent, tmp_path):
     cache = out / 'reduced_train_gradient_beam5_limit30.json'
     assert len(json.loads(cache.read_text())['inputs']) >= 30
     finetune_entropy.main(argv)            # its own folder may be replaced
-    assert not [n for n in os.listdir(str(tmp_path)) if n.startswith('.tmp')]
+    assert not [n for n in os.listdir(str(tmp_path)) if n.startswith('.')]   # no staging left
     # every other script reads it: input reduction with all importances and the DkNN
     reduce_inputs.main(['--model-setup', str(finetuned / 'args.json'), '--split', 'test',
                         '--importance', 'gradient,conformity', '--k', '5', '--limit', '6',
@@ -110,7 +110,7 @@ def test_foreign_folder_is_never_overwritten(parent, tmp_path):
     foreign = tmp_path / 'mine'
     foreign.mkdir()
     (foreign / 'keep.txt').write_text('x')
-    with pytest.raises(UserError, match='not a folder finetune_entropy.py wrote'):
+    with pytest.raises(UserError, match='not a result folder made by this tool'):
         finetune_entropy.main(['--model-setup', str(out / 'args.json'), '--out', str(foreign)])
     assert os.listdir(str(foreign)) == ['keep.txt']
 
