@@ -2,7 +2,7 @@
 
     python entropy_results.py --runs stsa.binary_cnn,cad-snli_cnn [--limit 300]
 
-For each run R and its fine-tuned R_entropy (finetune_entropy.py) in --results:
+For each run R and its fine-tuned R_entropy (finetune_entropy.py; --suffix) in --results:
 softmax accuracy on dev (the paper's "regular validation examples") and test, mean
 length after input reduction (gradient importance, beam 5, first --limit dev
 examples), mean confidence and DkNN credibility of the reduced inputs, and (a new
@@ -34,6 +34,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--runs', required=True, help='comma-separated result folder names')
     parser.add_argument('--results', default='results')
+    parser.add_argument('--suffix', default='_entropy',
+                        help='the fine-tuned folder of run R is R + SUFFIX')
     parser.add_argument('--limit', type=nlp_utils.positive_int, default=300,
                         help='dev examples to reduce and test examples to interpret')
     parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM)
@@ -91,7 +93,7 @@ def main(argv=None):
     runs = [name.strip() for name in args.runs.split(',') if name.strip()]
     rows = []
     for run in runs:
-        folders = [os.path.join(args.results, name) for name in (run, run + '_entropy')]
+        folders = [os.path.join(args.results, name) for name in (run, run + args.suffix)]
         missing = [f for f in folders if not os.path.exists(os.path.join(f, 'args.json'))]
         if missing:
             raise UserError('{} has no args.json; train the run and fine-tune it with '

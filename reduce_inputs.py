@@ -43,7 +43,8 @@ def parse_args(argv=None):
                         help='skip DkNN credibility (conformity importance needs the DkNN)')
     parser.add_argument('--k', type=nlp_utils.positive_int, default=75,
                         help='DkNN neighbours per layer')
-    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='kdtree')
+    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                        help='DkNN backend (faiss flat: exact, the fastest here)')
     parser.add_argument('--batchsize', type=nlp_utils.positive_int,
                         default=saliency.DEFAULT_BATCHSIZE)
     parser.add_argument('--out', default='results', help='folder for table, figures, HTML')
