@@ -89,7 +89,7 @@ def table_row(run, before, after):
 
 def main(argv=None):
     args = parse_args(argv)
-    input_reduction.beam_size(args.beam, args.beam)
+    input_reduction.check_beam(args.beam)
     runs = [name.strip() for name in args.runs.split(',') if name.strip()]
     rows = []
     for run in runs:

@@ -39,7 +39,7 @@ def parse_args(argv=None):
 
 def check_args(args):
     er.check_lambda(args.lam)
-    input_reduction.beam_size(args.beam, args.beam)
+    input_reduction.check_beam(args.beam)
     if not args.lr > 0:
         raise nlp_utils.UserError('--lr must be > 0, got {}'.format(args.lr))
 

@@ -49,11 +49,16 @@ class Reduction:
     steps: int                  # words removed
 
 
-def beam_size(max_beam, length):
-    """Footnote 1 of the paper: max(1, min(k, L - 3))."""
+def check_beam(max_beam):
+    """UserError unless the maximum beam size k is at least 1."""
     if max_beam < 1:
         raise UserError('the beam size must be at least 1, got {}; pass --beam 1 or more'
                         .format(max_beam))
+
+
+def beam_size(max_beam, length):
+    """Footnote 1 of the paper: max(1, min(k, L - 3)) at current length L."""
+    check_beam(max_beam)
     return max(1, min(max_beam, length - 3))
 
 
@@ -63,7 +68,7 @@ def make_reducer(importance, setup, dknn=None, max_beam=DEFAULT_BEAM,
     if importance not in IMPORTANCES:
         raise UserError('unknown importance {!r}; choose from {}'.format(
             importance, ', '.join(IMPORTANCES)))
-    beam_size(max_beam, max_beam)    # validates the beam before any work
+    check_beam(max_beam)
     if importance == 'conformity':
         if dknn is None:
             raise ValueError('conformity importance needs a DkNN')
@@ -81,7 +86,7 @@ class InputReducer:
 
     def __init__(self, explainer, scorer, max_beam=DEFAULT_BEAM,
                  batchsize=saliency.DEFAULT_BATCHSIZE):
-        beam_size(max_beam, max_beam)
+        check_beam(max_beam)
         self.explainer = explainer
         self.scorer = scorer
         self.model, self.vocab = scorer.model, scorer.vocab

@@ -127,7 +127,7 @@ def _rounded(value):
 def main(argv=None):
     args = parse_args(argv)
     importances = parse_importances(args.importance)
-    input_reduction.beam_size(args.beam, args.beam)      # --beam < 1 fails before loading
+    input_reduction.check_beam(args.beam)      # before the slow loading
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
