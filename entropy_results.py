@@ -8,7 +8,7 @@ length after input reduction (gradient importance, beam 5, first --limit dev
 examples), mean confidence and DkNN credibility of the reduced inputs, and (a new
 result) DkNN test accuracy and the highlighted words per test sentence of each
 interpretation method (first --limit test examples). Writes
-results/entropy_regularization.md/.csv.
+results/entropy_regularization.md/.csv (--out, --name).
 """
 import argparse
 import os
@@ -44,6 +44,8 @@ def parse_args(argv=None):
                         help='DkNN backend (faiss flat: exact, the fastest here)')
     parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=256)
     parser.add_argument('--out', default='results')
+    parser.add_argument('--name', default='entropy_regularization',
+                        help='file name of the table (without .md/.csv)')
     return parser.parse_args(argv)
 
 
@@ -109,8 +111,8 @@ def main(argv=None):
               'accuracy {} -> {}, reduced length {} -> {}.\nProduced by: `python {}`\n'.format(
                   args.beam, args.limit, args.limit, args.k, args.backend, *PAPER['accuracy'],
                   *PAPER['reduced_length'], ' '.join(sys.argv)))
-    write_table(os.path.join(args.out, 'entropy_regularization'), rows, columns, header)
-    print('wrote', os.path.join(args.out, 'entropy_regularization.md'))
+    write_table(os.path.join(args.out, args.name), rows, columns, header)
+    print('wrote', os.path.join(args.out, args.name + '.md'))
 
 
 if __name__ == '__main__':

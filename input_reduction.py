@@ -81,7 +81,7 @@ def make_reducer(importance, setup, dknn=None, max_beam=DEFAULT_BEAM,
 
 
 class InputReducer:
-    """explainer: an saliency.Interpreter giving word importances;
+    """explainer: a saliency.Interpreter giving word importances;
     scorer: a LeaveOneOut interpreter whose class_scores decide the prediction to keep."""
 
     def __init__(self, explainer, scorer, max_beam=DEFAULT_BEAM,
