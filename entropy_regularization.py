@@ -1,0 +1,156 @@
+"""Entropy regularisation on reduced inputs (Feng et al. 2018, section 4): the library.
+
+Fine-tune a trained model on Eq. 2,
+
+    sum_(x, y) log f(y | x) + lambda * sum_(x~ reduced) H(f(. | x~)),
+
+by alternating batches: a step on the NLL of regular training examples, then a step
+on -lambda * the mean entropy of reduced training examples (every minimum-length
+reduction beam search found, as the paper collects them). The reduced training set
+is made once with input_reduction and cached as JSON next to the parent model.
+The fine-tuned model is written as a normal result folder by `write_finetuned_folder`.
+"""
+import os
+import shutil
+
+import chainer
+import chainer.functions as F
+import numpy as np
+import tqdm
+
+import dknn as dknn_lib
+import input_reduction
+import nlp_utils
+import result_folder
+from nlp_utils import UserError
+
+# The paper gives no values for these; ours (see README): lambda 1, Adam 1e-4, 3 epochs.
+DEFAULT_LAMBDA = 1.0
+DEFAULT_LR = 1e-4
+DEFAULT_EPOCHS = 3
+RECORD = 'finetune_entropy.json'   # settings and loss history of the fine-tuning
+
+
+def entropy(logits):
+    """Entropy of softmax(logits) per row: Variable (B,), in nats."""
+    log_p = F.log_softmax(logits)
+    return -F.sum(F.exp(log_p) * log_p, axis=1)
+
+
+def check_lambda(lam):
+    if not lam >= 0:
+        raise UserError('--lambda must be >= 0 (it weighs the entropy that is maximised), '
+                        'got {}'.format(lam))
+
+
+# ---------------------------------------------------------------- reduced training set
+def reduced_inputs(reductions):
+    """Reductions -> token-level inputs of every minimum-length version (pairs keep
+    their premise): the negative set X~ of section 4.1."""
+    return [tokens if r.premise is None else (r.premise, tokens)
+            for r in reductions for tokens in r.all_reduced]
+
+
+def reduced_training_set(setup, importance='gradient', beam=input_reduction.DEFAULT_BEAM,
+                         limit=None, batchsize=256):
+    """X~ for the setup's training split (first `limit` examples), cached in
+    <result_dir>/reduced_train_<importance>_beam<k>[_limit<N>].json while the model
+    file and split are unchanged. Returns token-level inputs (lists, or pairs)."""
+    name = 'reduced_train_{}_beam{}{}.json'.format(
+        importance, beam, '' if limit is None else '_limit{}'.format(limit))
+    path = os.path.join(setup.result_dir, name)
+    key = dknn_lib.activation_key(setup)
+    if os.path.exists(path):
+        cache = nlp_utils.read_json(path, 'reduced training set')
+        if cache.get('key') == key:
+            return [tuple(x) if isinstance(x[0], list) else x for x in cache['inputs']]
+    reducer = input_reduction.make_reducer(importance, setup, None, beam, batchsize)
+    reductions = reducer.reduce(setup.splits.train[:limit], progress='reducing train')
+    inputs = reduced_inputs(reductions)
+    nlp_utils.atomic_write_json(path, {'key': key, 'importance': importance, 'beam': beam,
+                                       'inputs': [list(x) if isinstance(x, tuple) else x
+                                                  for x in inputs]})
+    return inputs
+
+
+# ---------------------------------------------------------------- fine-tuning
+def finetune(model, train, reduced, lam=DEFAULT_LAMBDA, lr=DEFAULT_LR, epochs=DEFAULT_EPOCHS,
+             batchsize=64, seed=0, progress=True):
+    """Fine-tune `model` in place. train: [(ids, label)]; reduced: [ids] (pairs: id
+    tuples). An epoch is one pass over `train`; each NLL batch is followed by an
+    entropy batch drawn from `reduced` (cycled). Returns per-epoch
+    {'epoch', 'nll', 'entropy'} means (dropout on, as in training)."""
+    check_lambda(lam)
+    if not reduced:
+        raise UserError('the reduced training set is empty; nothing to regularise on')
+    optimizer = chainer.optimizers.Adam(alpha=lr)
+    optimizer.setup(model)
+    rng = np.random.RandomState(seed)
+    reduced_order, reduced_at = rng.permutation(len(reduced)), 0
+    history = []
+    for epoch in range(1, epochs + 1):
+        order = rng.permutation(len(train))
+        nll_sum, entropy_sum, n_batches = 0.0, 0.0, 0
+        starts = tqdm.trange(0, len(train), batchsize, desc='epoch {}'.format(epoch),
+                             unit='batch', disable=not progress, leave=False)
+        for start in starts:
+            batch = [train[i] for i in order[start:start + batchsize]]
+            inputs = nlp_utils.convert_seq(batch, model.device)
+            with chainer.using_config('train', True):
+                nll = F.softmax_cross_entropy(model(inputs['xs']), inputs['ys'])
+            model.cleargrads()
+            nll.backward()
+            optimizer.update()
+            if reduced_at + batchsize > len(reduced):
+                reduced_order, reduced_at = rng.permutation(len(reduced)), 0
+            negative = nlp_utils.convert_seq(
+                [(reduced[i], 0) for i in reduced_order[reduced_at:reduced_at + batchsize]],
+                model.device)
+            reduced_at += batchsize
+            with chainer.using_config('train', True):
+                mean_entropy = F.mean(entropy(model(negative['xs'])))
+            model.cleargrads()
+            (-lam * mean_entropy).backward()
+            optimizer.update()
+            nll_sum += float(nll.array)
+            entropy_sum += float(mean_entropy.array)
+            n_batches += 1
+        history.append({'epoch': epoch, 'nll': nll_sum / n_batches,
+                        'entropy': entropy_sum / n_batches})
+    return history
+
+
+# ---------------------------------------------------------------- result folder
+def check_out(out):
+    """UserError unless `out` is new or a marked result folder of this tool."""
+    result_folder.check_replaceable(os.path.abspath(out), 'finetune_entropy.py')
+
+
+def write_finetuned_folder(out, parent_setup, model, settings, history):
+    """Write the fine-tuned model as a result folder load_setup reads: args.json (the
+    parent's, plus 'finetuned_from' and `settings`), vocab.json and calib.json copied
+    from the parent, best_model.npz, and RECORD with settings and loss history.
+
+    Through result_folder: under the folder's lock, built in a marked staging sibling
+    and swapped in; an existing `out` is replaced only if it is a marked result folder."""
+    out = os.path.abspath(out)
+    parent_dir = parent_setup.result_dir
+    config = dict(parent_setup.config, finetuned_from=os.path.relpath(parent_dir, out),
+                  **settings)
+    with result_folder.lock(out, 'finetune_entropy.py'):
+        check_out(out)
+        staging = result_folder.new_staging(out, 'finetune_entropy.py')
+        try:
+            for name in ('vocab.json', 'calib.json'):
+                shutil.copyfile(os.path.join(parent_dir, name), os.path.join(staging, name))
+            nlp_utils.atomic_write_json(os.path.join(staging, 'args.json'), config)
+            nlp_utils.atomic_write(os.path.join(staging, config['model_path']),
+                                   lambda f: chainer.serializers.save_npz(f, model), 'wb')
+            nlp_utils.atomic_write_json(os.path.join(staging, RECORD),
+                                        {'parent': config['finetuned_from'],
+                                         'settings': settings, 'history': history})
+        except BaseException:
+            result_folder.discard(staging)
+            raise
+        result_folder.swap_in(staging, out)
+    return out

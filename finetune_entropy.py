@@ -1,0 +1,75 @@
+"""Fine-tune a trained model with entropy regularisation on reduced inputs (Feng et al. 2018).
+
+    python finetune_entropy.py --model-setup results/stsa.binary_cnn/args.json \
+        [--lambda 1] [--lr 1e-4] [--epochs 3] [--reduce-limit N] [--out DIR]
+
+Reduces the training split with input reduction (gradient importance, beam 5; cached
+as JSON in the parent folder), fine-tunes on NLL of regular batches alternating with
+-lambda * entropy of reduced batches, and writes a result folder (default
+results/<run>_entropy) that load_setup and every other script read like any other.
+"""
+import os
+
+import entropy_regularization as er
+import input_reduction
+import model_setup
+import nlp_utils
+import result_folder
+
+
+def parse_args(argv=None):
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--model-setup', required=True, help='results/<run>/args.json (parent)')
+    parser.add_argument('--lambda', dest='lam', type=float, default=er.DEFAULT_LAMBDA,
+                        help='weight of the entropy on reduced inputs (>= 0)')
+    parser.add_argument('--lr', type=float, default=er.DEFAULT_LR, help='Adam learning rate')
+    parser.add_argument('--epochs', type=nlp_utils.positive_int, default=er.DEFAULT_EPOCHS,
+                        help='fine-tuning epochs')
+    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
+                        help='examples per batch (regular and reduced alike)')
+    parser.add_argument('--importance', choices=input_reduction.IMPORTANCES[:2],
+                        default='gradient', help='importance used to reduce the training set')
+    parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
+                        help='maximum beam size k (beam max(1, min(k, L - 3)))')
+    parser.add_argument('--reduce-limit', type=nlp_utils.positive_int, default=None,
+                        help='reduce only the first N training examples (CPU time)')
+    parser.add_argument('--seed', type=int, default=None, help="default: the parent's seed")
+    parser.add_argument('--out', default=None, help='default results/<run>_entropy')
+    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
+    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
+    return parser.parse_args(argv)
+
+
+def check_args(args):
+    er.check_lambda(args.lam)
+    input_reduction.check_beam(args.beam)
+    if not args.lr > 0:
+        raise nlp_utils.UserError('--lr must be > 0, got {}'.format(args.lr))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    check_args(args)
+    setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
+    out = args.out or os.path.join(os.path.dirname(setup.result_dir),
+                                   os.path.basename(setup.result_dir) + '_entropy')
+    er.check_out(out)    # before the slow reduction
+    with result_folder.lock(setup.result_dir, 'finetune_entropy.py'):   # the reduced-set cache
+        reduced = er.reduced_training_set(setup, args.importance, args.beam, args.reduce_limit)
+    print('reduced training set: {} inputs from {} training examples'.format(
+        len(reduced), args.reduce_limit or len(setup.splits.train)))
+    seed = setup.config['seed'] if args.seed is None else args.seed
+    history = er.finetune(setup.model, setup.train,
+                          [nlp_utils.example_to_ids(x, setup.vocab) for x in reduced],
+                          args.lam, args.lr, args.epochs, args.batchsize, seed)
+    for row in history:
+        print('epoch {epoch}: nll {nll:.4f}  entropy on reduced {entropy:.4f}'.format(**row))
+    settings = {'entropy_lambda': args.lam, 'finetune_lr': args.lr,
+                'finetune_epochs': args.epochs, 'finetune_seed': seed,
+                'reduction_importance': args.importance, 'reduction_beam': args.beam,
+                'reduction_limit': args.reduce_limit, 'n_reduced_inputs': len(reduced)}
+    print('wrote', er.write_finetuned_folder(out, setup, setup.model, settings, history))
+
+
+if __name__ == '__main__':
+    nlp_utils.run_cli(main)

@@ -1,0 +1,224 @@
+"""Input reduction with beam search (Feng et al. 2018, section 2): the library.
+
+Repeatedly remove the least important word while the prediction stays the same.
+Importance comes from saliency.py's interpreters:
+
+  gradient     the gradient approximation of leave-one-out (the paper's choice);
+               the stopping rule keeps the softmax prediction
+  confidence   exact leave-one-out with softmax confidence; keeps the softmax prediction
+  conformity   leave-one-out with DkNN conformity; keeps the DkNN prediction
+
+Beam search (section 2.2, footnote 1): at current length L the beam size is
+b = max(1, min(k, L - 3)). Every beam item proposes the inputs without each of its b
+least important words; the candidates that keep the original prediction (of the
+classifier the importance belongs to) form the next beam, the b with the highest
+f(y | candidate) first. When no candidate keeps the prediction, or one word is left,
+the current beam is the result: every item has the same, minimum length (the paper
+collects all of them as negative examples for entropy regularisation).
+
+For SNLI pair models only the hypothesis is reduced; the premise is never touched.
+Every step sends the beam items of all sentences through the interpreter in one call,
+and all their candidates through the model (and DkNN) in one batched pass.
+"""
+import dataclasses
+from typing import Optional
+
+import numpy as np
+import tqdm
+
+import saliency
+import scaling
+from nlp_utils import UserError
+
+IMPORTANCES = ('gradient', 'confidence', 'conformity')
+DEFAULT_BEAM = 5
+
+
+@dataclasses.dataclass
+class Reduction:
+    """One input before and after reduction (words of the hypothesis for pairs)."""
+    original: list              # tokens before reduction
+    reduced: list               # the reduced tokens with the highest f(y | x), never empty
+    kept: tuple                 # positions in `original` of the `reduced` tokens
+    all_reduced: list           # every minimum-length reduced version found (lists of tokens)
+    premise: Optional[list]     # SNLI premise tokens (unchanged), else None
+    label: Optional[int]        # gold label, if known
+    prediction: int             # kept all the way: softmax, or DkNN for 'conformity'
+    score_before: float         # f(prediction | original), f the stopping classifier
+    score_after: float          # f(prediction | reduced)
+    steps: int                  # words removed
+
+
+def check_beam(max_beam):
+    """UserError unless the maximum beam size k is at least 1."""
+    if max_beam < 1:
+        raise UserError('the beam size must be at least 1, got {}; pass --beam 1 or more'
+                        .format(max_beam))
+
+
+def beam_size(max_beam, length):
+    """Footnote 1 of the paper: max(1, min(k, L - 3)) at current length L."""
+    check_beam(max_beam)
+    return max(1, min(max_beam, length - 3))
+
+
+def make_reducer(importance, setup, dknn=None, max_beam=DEFAULT_BEAM,
+                 batchsize=saliency.DEFAULT_BATCHSIZE):
+    """An InputReducer for a loaded setup; 'conformity' needs a calibrated DkNN."""
+    if importance not in IMPORTANCES:
+        raise UserError('unknown importance {!r}; choose from {}'.format(
+            importance, ', '.join(IMPORTANCES)))
+    check_beam(max_beam)
+    if importance == 'conformity':
+        if dknn is None:
+            raise ValueError('conformity importance needs a DkNN')
+        scorer = saliency.make_interpreter('conformity', setup, dknn)
+        return InputReducer(scorer, scorer, max_beam, batchsize)
+    scorer = saliency.make_interpreter('confidence', setup)
+    explainer = scorer if importance == 'confidence' else saliency.make_interpreter(
+        'gradient', setup)
+    return InputReducer(explainer, scorer, max_beam, batchsize)
+
+
+class InputReducer:
+    """explainer: a saliency.Interpreter giving word importances;
+    scorer: a LeaveOneOut interpreter whose class_scores decide the prediction to keep."""
+
+    def __init__(self, explainer, scorer, max_beam=DEFAULT_BEAM,
+                 batchsize=saliency.DEFAULT_BATCHSIZE):
+        check_beam(max_beam)
+        self.explainer = explainer
+        self.scorer = scorer
+        self.model, self.vocab = scorer.model, scorer.vocab
+        self.max_beam = max_beam
+        self.batchsize = batchsize
+
+    def scores(self, inputs):
+        """Model inputs (ids, or pairs of ids) -> (f values (M, C), predictions (M,)) of
+        the scorer, in chunks of at most `batchsize` rows."""
+        values = np.empty((len(inputs), 0))
+        predictions = np.empty(len(inputs), dtype=np.int64)
+        rows = [[x] for x in inputs]
+        for chunk in saliency.chunked_rows(rows, self.batchsize):
+            f, predicted = self.scorer.class_scores(
+                saliency.ChunkOutputs(self.model, [row for _, _, row in chunk]))
+            if values.shape[1] == 0:
+                values = np.empty((len(inputs), f.shape[1]))
+            owners = [owner for owner, _, _ in chunk]
+            values[owners], predictions[owners] = f, predicted
+        return values, predictions
+
+    def reduce(self, examples, progress=None):
+        """examples: [(tokens, label)] as in saliency.py (pairs: (premise, hypothesis)).
+        Returns one Reduction per example. `progress`: a progress-bar description or None."""
+        split = [saliency.split_example(tokens, self.model.pair) for tokens, _ in examples]
+        f, predictions = self.scores([saliency.full_input(p, w, self.vocab) for p, w in split])
+        targets = [int(y) for y in predictions]
+        first_scores = [float(f[i, y]) for i, y in enumerate(targets)]
+        # A beam item is the tuple of the original word positions still kept.
+        beams = [[tuple(range(len(words)))] for _, words in split]
+        beam_scores = [[score] for score in first_scores]
+        active = [i for i, (_, words) in enumerate(split) if len(words) > 1]
+        with tqdm.tqdm(total=len(examples), desc=progress, unit='example',
+                       disable=progress is None) as bar:
+            bar.update(len(examples) - len(active))
+            while active:
+                proposals = self._candidates(split, beams, active)
+                flat = [(i, kept) for i in active for kept in proposals[i]]
+                f, predicted = self.scores([self._encode(split[i], kept) for i, kept in flat])
+                rows_of = {i: [] for i in active}
+                for row, (i, _) in enumerate(flat):
+                    if predicted[row] == targets[i]:
+                        rows_of[i].append(row)
+                still_active = []
+                for i, rows in rows_of.items():
+                    if not rows:
+                        continue   # no removal keeps the prediction: the beam is final
+                    # The next beam: the b best by f(y | candidate); ties keep proposal order.
+                    width = beam_size(self.max_beam, len(beams[i][0]))
+                    rows = sorted(rows, key=lambda r: -f[r, targets[i]])[:width]
+                    beams[i] = [flat[r][1] for r in rows]
+                    beam_scores[i] = [float(f[r, targets[i]]) for r in rows]
+                    if len(beams[i][0]) > 1:
+                        still_active.append(i)
+                bar.update(len(active) - len(still_active))
+                active = still_active
+        return [Reduction(words, [words[p] for p in beams[i][0]], beams[i][0],
+                          [[words[p] for p in kept] for kept in beams[i]], premise,
+                          examples[i][1], targets[i], first_scores[i], beam_scores[i][0],
+                          len(words) - len(beams[i][0]))
+                for i, (premise, words) in enumerate(split)]
+
+    def _encode(self, example, kept):
+        """Model input (ids) of an example keeping the word positions `kept`."""
+        premise, words = example
+        return saliency.full_input(premise, [words[p] for p in kept], self.vocab)
+
+    @staticmethod
+    def _input(example, kept):
+        """(premise, words) and kept positions -> (premise, kept words) or kept words."""
+        premise, words = example
+        hypothesis = [words[p] for p in kept]
+        return hypothesis if premise is None else (premise, hypothesis)
+
+    def _candidates(self, split, beams, active):
+        """{example: [kept positions]}: each beam item without each of its b least
+        important words (lowest importance first, ties to the earlier word), deduplicated."""
+        items = [(i, kept) for i in active for kept in beams[i]]
+        importances = self.explainer.interpret(
+            [(self._input(split[i], kept), None) for i, kept in items], self.batchsize)
+        candidates = {i: {} for i in active}
+        for (i, kept), result in zip(items, importances):
+            order = np.argsort(result.scores, kind='stable')
+            for position in order[:beam_size(self.max_beam, len(kept))]:
+                reduced = kept[:position] + kept[position + 1:]
+                candidates[i].setdefault(reduced, None)
+        return {i: list(found) for i, found in candidates.items()}
+
+
+# ---------------------------------------------------------------- before and after
+def before_after(model, vocab, reductions, dknn=None, batchsize=saliency.DEFAULT_BATCHSIZE):
+    """Softmax (and DkNN) view of every original and reduced input. Returns a dict of
+    arrays over the N reductions: confidence_before/after (softmax probability of
+    the softmax prediction), softmax_prediction_before/after; with a DkNN also
+    credibility_before/after and dknn_prediction_before/after (all (N,))."""
+    inputs = ([saliency.full_input(r.premise, r.original, vocab) for r in reductions]
+              + [saliency.full_input(r.premise, r.reduced, vocab) for r in reductions])
+    n = len(reductions)
+    probabilities = np.empty((2 * n, 0))
+    credibility = np.empty(2 * n)
+    dknn_prediction = np.empty(2 * n, dtype=np.int64)
+    for chunk in saliency.chunked_rows([[x] for x in inputs], batchsize):
+        owners = [owner for owner, _, _ in chunk]
+        outputs = saliency.ChunkOutputs(model, [row for _, _, row in chunk])
+        p = scaling.softmax(outputs.logits)
+        if probabilities.shape[1] == 0:
+            probabilities = np.empty((2 * n, p.shape[1]))
+        probabilities[owners] = p
+        if dknn is not None:
+            result = outputs.dknn_result(dknn)
+            credibility[owners], dknn_prediction[owners] = (result['credibility'],
+                                                            result['prediction'])
+    view = {}
+    for when, part in (('before', slice(0, n)), ('after', slice(n, 2 * n))):
+        view['softmax_prediction_' + when] = probabilities[part].argmax(axis=1)
+        view['confidence_' + when] = probabilities[part].max(axis=1)
+        if dknn is not None:
+            view['credibility_' + when] = credibility[part]
+            view['dknn_prediction_' + when] = dknn_prediction[part]
+    return view
+
+
+def summarize(reductions, view):
+    """The paper's statistics: mean original / reduced length, fraction reduced to 1-2
+    words, mean confidence (and credibility) before and after. Plain floats."""
+    original = np.array([len(r.original) for r in reductions], dtype=np.float64)
+    reduced = np.array([len(r.reduced) for r in reductions], dtype=np.float64)
+    stats = {'n_examples': len(reductions), 'mean_original_length': float(original.mean()),
+             'mean_reduced_length': float(reduced.mean()),
+             'fraction_1_2_words': float(np.mean(reduced <= 2))}
+    for key in ('confidence', 'credibility'):
+        if key + '_before' in view:
+            for when in ('before', 'after'):
+                stats['mean_{}_{}'.format(key, when)] = float(np.mean(view[key + '_' + when]))
+    return stats

@@ -1,0 +1,157 @@
+"""Input reduction (Feng et al. 2018) on a trained model: reduced inputs, Figures 3-4, tables.
+
+    python reduce_inputs.py --model-setup results/stsa.binary_cnn/args.json \
+        --importance gradient,confidence,conformity --split dev [--limit N] [--beam 5]
+
+Per importance, writes <result dir>/reduction_<split>_<importance>.jsonl (original and
+reduced text, prediction, confidence and credibility before/after) and, into --out
+(default results/), reduction_<run>_<split>_<importance>.html (side by side),
+..._lengths.png (Figure 3) and ..._confidence.png (Figure 4); and the summary table
+reduction_<run>_<split>.md/.csv. The paper reduces the validation split.
+"""
+import os
+import sys
+import time
+
+import dknn as dknn_lib
+import input_reduction
+import knn_index
+import model_setup
+import nlp_utils
+import reduction_report
+import result_folder
+import saliency
+from nlp_utils import UserError
+from tables import write_table
+
+# Table 2 of the paper, "Reduced length / Before" (SNLI, BIMPM, gradient importance).
+PAPER_REDUCED_LENGTH = {'snli': 1.50}
+
+
+def parse_args(argv=None):
+    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--model-setup', required=True, help='results/<run>/args.json')
+    parser.add_argument('--importance', default='gradient',
+                        help='comma-separated, from {}'.format(
+                            ', '.join(input_reduction.IMPORTANCES)))
+    parser.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='dev',
+                        help='examples to reduce (the paper: dev)')
+    parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+                        help='reduce only the first N examples')
+    parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
+                        help='maximum beam size k (the paper: 5)')
+    parser.add_argument('--no-dknn', action='store_true',
+                        help='skip DkNN credibility (conformity importance needs the DkNN)')
+    parser.add_argument('--k', type=nlp_utils.positive_int, default=75,
+                        help='DkNN neighbours per layer')
+    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
+                        help='DkNN backend (faiss flat: exact, the fastest here)')
+    parser.add_argument('--batchsize', type=nlp_utils.positive_int,
+                        default=saliency.DEFAULT_BATCHSIZE,
+                        help='rows per model batch and DkNN query')
+    parser.add_argument('--out', default='results', help='folder for table, figures, HTML')
+    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
+    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
+    return parser.parse_args(argv)
+
+
+def parse_importances(text):
+    names = [name.strip() for name in text.split(',') if name.strip()]
+    unknown = [name for name in names if name not in input_reduction.IMPORTANCES]
+    if unknown or not names:
+        raise UserError('--importance {!r}: choose from {}'.format(
+            text, ', '.join(input_reduction.IMPORTANCES)))
+    return list(dict.fromkeys(names))
+
+
+def needs_dknn(setup, importances, no_dknn):
+    """Whether to build the DkNN; a UserError when conformity cannot have one."""
+    has_calib = len(setup.splits.calib) > 0
+    if 'conformity' in importances and (no_dknn or not has_calib):
+        raise UserError('--importance conformity needs the DkNN and its calibration split: '
+                        '{}; use --importance gradient,confidence'.format(
+                            'drop --no-dknn' if has_calib else
+                            'this model was trained with --n-calib 0, re-train with '
+                            '--n-calib 1000'))
+    return has_calib and not no_dknn
+
+
+def reduce_split(setup, importances, examples, dknn, args):
+    """{importance: (reductions, before_after view, seconds)}."""
+    results = {}
+    for importance in importances:
+        start = time.perf_counter()
+        reducer = input_reduction.make_reducer(importance, setup, dknn, args.beam,
+                                               args.batchsize)
+        reductions = reducer.reduce(examples, progress='reducing ({})'.format(importance))
+        seconds = time.perf_counter() - start
+        view = input_reduction.before_after(setup.model, setup.vocab, reductions, dknn,
+                                            args.batchsize)
+        results[importance] = (reductions, view, seconds)
+    return results
+
+
+def write_outputs(setup, results, out, split):
+    run = os.path.basename(setup.result_dir)
+    for importance, (reductions, view, _) in results.items():
+        rows = reduction_report.records(reductions, view, setup.label_names, setup.vocab)
+        reduction_report.write_jsonl(os.path.join(setup.result_dir, 'reduction_{}_{}.jsonl'
+                                                  .format(split, importance)), rows)
+        stem = os.path.join(out, 'reduction_{}_{}_{}'.format(run, split, importance))
+        name = '{} {} split, {} importance'.format(run, split, importance)
+        nlp_utils.atomic_write_text(stem + '.html', reduction_report.html_page(
+            rows, reductions, setup.vocab, 'Input reduction: ' + name))
+        reduction_report.length_histogram(stem + '_lengths.png', reductions, name)
+        reduction_report.confidence_density(stem + '_confidence.png', view, name)
+
+
+def table_rows(setup, results, run):
+    rows = []
+    for importance, (reductions, view, seconds) in results.items():
+        stats = input_reduction.summarize(reductions, view)
+        rows.append({'run': run, 'importance': importance, 'examples': stats['n_examples'],
+                     'original_length': round(stats['mean_original_length'], 2),
+                     'reduced_length': round(stats['mean_reduced_length'], 2),
+                     'reduced_to_1_2_words': round(stats['fraction_1_2_words'], 3),
+                     'confidence_before': round(stats['mean_confidence_before'], 3),
+                     'confidence_after': round(stats['mean_confidence_after'], 3),
+                     'credibility_before': _rounded(stats.get('mean_credibility_before')),
+                     'credibility_after': _rounded(stats.get('mean_credibility_after')),
+                     'paper_reduced_length': PAPER_REDUCED_LENGTH.get(setup.config['dataset']),
+                     'seconds': round(seconds, 1)})
+    return rows
+
+
+def _rounded(value):
+    return None if value is None else round(value, 3)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    importances = parse_importances(args.importance)
+    input_reduction.check_beam(args.beam)      # before the slow loading
+    setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
+    examples = getattr(setup.splits, args.split)[:args.limit]
+    if not examples:
+        raise UserError('the {} split is empty; choose another --split'.format(args.split))
+    dknn = None
+    if needs_dknn(setup, importances, args.no_dknn):
+        with result_folder.lock(setup.result_dir, 'reduce_inputs.py'):   # DkNN caches
+            dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k,
+                                            batchsize=args.batchsize)
+    results = reduce_split(setup, importances, examples, dknn, args)
+    run = os.path.basename(setup.result_dir)
+    write_outputs(setup, results, args.out, args.split)
+    rows = table_rows(setup, results, run)
+    columns = list(rows[0])
+    header = ('# Input reduction (Feng et al. 2018), {} split of {}\n\nMean lengths in words; '
+              'confidence = softmax probability of the kept prediction; credibility = DkNN '
+              '(k={}, {}). Beam {}. Produced by: `python {}`\n'.format(
+                  args.split, run, args.k, args.backend, args.beam, ' '.join(sys.argv)))
+    stem = os.path.join(args.out, 'reduction_{}_{}'.format(run, args.split))
+    write_table(stem, rows, columns, header)
+    print('wrote {}.md/.csv, its HTML pages and figures'.format(stem))
+
+
+if __name__ == '__main__':
+    nlp_utils.run_cli(main)

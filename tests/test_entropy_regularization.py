@@ -1,0 +1,139 @@
+"""entropy_regularization and the two CLIs end to end on a tiny trained CNN."""
+import json
+import os
+
+import chainer
+import numpy as np
+import pytest
+
+import entropy_regularization as er
+import finetune_entropy
+import model_setup
+import nlp_utils
+import reduce_inputs
+from nlp_utils import UserError
+from test_end_to_end import train
+from test_interpretations import VOCAB, make_model, random_sentences
+
+
+def test_entropy_matches_hand_computation_and_its_gradient_raises_entropy():
+    logits = np.array([[2.0, -1.0, 0.5], [0.1, 0.1, 3.0]], dtype=np.float64)
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(er.entropy(logits).array, -(p * np.log(p)).sum(axis=1))
+    # The fine-tuning step minimises -lambda * mean entropy: compare its gradient with
+    # central finite differences, then check that a step against it raises the entropy.
+    lam, eps = 0.7, 1e-6
+    variable = chainer.Variable(logits.copy())
+    loss = -lam * chainer.functions.mean(er.entropy(variable))
+    loss.backward()
+    numeric = np.zeros_like(logits)
+    for index in np.ndindex(logits.shape):
+        shifted = [logits.copy(), logits.copy()]
+        shifted[0][index] += eps
+        shifted[1][index] -= eps
+        values = [-lam * er.entropy(s).array.mean() for s in shifted]
+        numeric[index] = (values[0] - values[1]) / (2 * eps)
+    np.testing.assert_allclose(variable.grad, numeric, atol=1e-6)
+    stepped = logits - 0.1 * variable.grad
+    assert er.entropy(stepped).array.mean() > er.entropy(logits).array.mean()
+
+
+def test_finetuning_raises_entropy_on_reduced_inputs():
+    # The first word decides the label, so plain NLL makes the model confident on the
+    # one-word reduced inputs; the same run with lambda > 0 must leave them uncertain.
+    sentences = random_sentences(90, seed=11)
+    train_set = [(nlp_utils.to_ids(s, VOCAB), VOCAB[s[0]] % 3) for s in sentences]
+    reduced = [nlp_utils.to_ids(s[:1], VOCAB) for s in sentences]
+    entropies = {}
+    for lam in (0.0, 2.0):
+        model = make_model()
+        history = er.finetune(model, train_set, reduced, lam=lam, lr=1e-2, epochs=8,
+                              batchsize=16, progress=False)
+        entropies[lam] = er.entropy(model.predict_logits(reduced)).array.mean()
+        assert len(history) == 8 and history[-1]['nll'] < history[0]['nll']
+    assert entropies[0.0] < 0.9 * np.log(3) and entropies[2.0] > entropies[0.0] + 0.15
+
+
+def test_negative_lambda_and_empty_reduced_set_are_user_errors():
+    with pytest.raises(UserError, match='--lambda must be >= 0'):
+        er.check_lambda(-0.1)
+    with pytest.raises(UserError, match='reduced training set is empty'):
+        er.finetune(make_model(), [], [], progress=False)
+
+
+# ---------------------------------------------------------------- CLIs end to end
+@pytest.fixture(scope='module')
+def parent(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('data')
+    from test_end_to_end import synthetic_lines
+    (folder / 'train.txt').write_text(synthetic_lines(200, 0))
+    (folder / 'test.txt').write_text(synthetic_lines(40, 1))
+    out = tmp_path_factory.mktemp('results') / 'custom_cnn'
+    train(out, (str(folder / 'train.txt'), str(folder / 'test.txt')), '--epoch', '6')
+    return out, folder
+
+
+def test_finetuned_folder_loads_like_any_result_folder(parent, tmp_path):
+    out, _ = parent
+    finetuned = tmp_path / 'custom_cnn_entropy'
+    argv = ['--model-setup', str(out / 'args.json'), '--out', str(finetuned), '--epochs', '1',
+            '--reduce-limit', '30', '--lambda', '0.5']
+    finetune_entropy.main(argv)
+    setup = model_setup.load_setup(str(finetuned / 'args.json'))
+    config = json.loads((finetuned / 'args.json').read_text())
+    assert config['entropy_lambda'] == 0.5
+    assert os.path.normpath(os.path.join(str(finetuned), config['finetuned_from'])) == str(out)
+    for name in ('vocab.json', 'calib.json'):
+        assert (finetuned / name).read_bytes() == (out / name).read_bytes()
+    parent_setup = model_setup.load_setup(str(out / 'args.json'))
+    inputs = [x for x, _ in parent_setup.test]
+    assert not np.allclose(setup.model.predict_logits(inputs),
+                           parent_setup.model.predict_logits(inputs))   # it did change
+    cache = out / 'reduced_train_gradient_beam5_limit30.json'
+    assert len(json.loads(cache.read_text())['inputs']) >= 30
+    finetune_entropy.main(argv)            # its own folder may be replaced
+    assert not [n for n in os.listdir(str(tmp_path)) if n.startswith('.')]   # no staging left
+    # every other script reads it: input reduction with all importances and the DkNN
+    reduce_inputs.main(['--model-setup', str(finetuned / 'args.json'), '--split', 'test',
+                        '--importance', 'gradient,conformity', '--k', '5', '--limit', '6',
+                        '--out', str(tmp_path)])
+    lines = (finetuned / 'reduction_test_conformity.jsonl').read_text().split('\n')
+    records = [json.loads(line) for line in lines if line]
+    assert len(records) == 6 and all(r['reduced_length'] >= 1 for r in records)
+    assert all(r['dknn_prediction_after'] == r['prediction'] for r in records)
+    html = (tmp_path / 'reduction_custom_cnn_entropy_test_gradient.html').read_text()
+    assert '<script' not in html and 'Input reduction' in html
+
+
+def test_foreign_folder_is_never_overwritten(parent, tmp_path):
+    out, _ = parent
+    foreign = tmp_path / 'mine'
+    foreign.mkdir()
+    (foreign / 'keep.txt').write_text('x')
+    with pytest.raises(UserError, match='not a result folder made by this tool'):
+        finetune_entropy.main(['--model-setup', str(out / 'args.json'), '--out', str(foreign)])
+    assert os.listdir(str(foreign)) == ['keep.txt']
+
+
+@pytest.mark.parametrize('flags,message', [(['--lambda', '-1'], '--lambda must be >= 0'),
+                                           (['--beam', '0'], '--beam 1 or more'),
+                                           (['--lr', '0'], '--lr must be > 0')])
+def test_finetune_bad_flags(parent, flags, message):
+    out, _ = parent
+    with pytest.raises(UserError, match=message):
+        finetune_entropy.main(['--model-setup', str(out / 'args.json')] + flags)
+
+
+def test_reduce_inputs_bad_input(parent, tmp_path):
+    out, folder = parent
+    base = ['--model-setup', str(out / 'args.json'), '--out', str(tmp_path)]
+    with pytest.raises(UserError, match='--beam 1 or more'):
+        reduce_inputs.main(base + ['--beam', '0'])
+    with pytest.raises(UserError, match='--importance'):
+        reduce_inputs.main(base + ['--importance', 'attention'])
+    no_calib = tmp_path / 'no_calib'
+    train(no_calib, (str(folder / 'train.txt'), str(folder / 'test.txt')), '--epoch', '1',
+          '--n-calib', '0')
+    with pytest.raises(UserError, match='re-train with --n-calib'):
+        reduce_inputs.main(['--model-setup', str(no_calib / 'args.json'),
+                            '--importance', 'conformity', '--out', str(tmp_path)])
