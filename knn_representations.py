@@ -257,6 +257,8 @@ def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, tempera
     if not setup.splits.dev:
         raise UserError('{}: the dev split has no examples; tuning k, T and tau needs one '
                         '(re-train with --dev-fraction > 0)'.format(setup.result_dir))
+    if k is not None:   # before the activations are cached
+        check_k(k, len(setup.splits.train))
     classifier = classifier_from_setup(setup, layer, batchsize)
     dev, test = ((*split_outputs(setup, examples, batchsize), labels_of(examples))
                  for examples in (setup.dev, setup.test))

@@ -14,17 +14,22 @@ import sys
 import numpy as np
 import pytest
 
+import finetune_entropy
 import interpretations
 import paper_results
+import reduce_inputs
 import result_folder
 import run_dknn
+import run_knn_representations
 import scaling
 import train_text_classifier
 from cli_helpers import assert_one_line_error, cli, copy_run, snapshot, train_argv, train_tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLIS = {'train': train_text_classifier.main, 'dknn': run_dknn.main, 'scaling': scaling.main,
-        'interpret': interpretations.main, 'paper': paper_results.main}
+        'interpret': interpretations.main, 'paper': paper_results.main,
+        'knn': run_knn_representations.main, 'reduce': reduce_inputs.main,
+        'finetune': finetune_entropy.main}
 
 
 @pytest.fixture(scope='module')
@@ -495,6 +500,49 @@ def paper_overwriting_committed_tables(c):
     c.write('results/training.md', 'committed\n')
     copy_run(c.run, c.tmp / 'results', 'binary')
     return ['training']
+
+
+# ---------------------------------------------------------------- kNN representations
+@case('knn', '--tau must be in [0, 1], got 1.5')
+def knn_backoff_tau_above_one(c):
+    return ['backoff', '--model-setup', c.setup, '--tau', '1.5', '--table', str(c.tmp / 't')]
+
+
+@case('knn', '--temperature must be > 0')
+def knn_backoff_temperature_zero(c):
+    return ['backoff', '--model-setup', c.setup, '--temperature', '0', '--table', str(c.tmp / 't')]
+
+
+@case('knn', '--k must be an integer from 1 to the')
+def knn_backoff_k_above_the_training_set(c):
+    return ['backoff', '--model-setup', c.setup, '--k', '100000', '--table', str(c.tmp / 't')]
+
+
+@case('train', 'argument --label-noise', 'a number in [0, 1)')
+def knn_training_noise_rate_of_one(c):
+    return c.train('--label-noise', '1')
+
+
+# ---------------------------------------------------------------- input reduction, entropy
+@case('reduce', '--beam')
+def reduce_beam_zero(c):
+    return ['--model-setup', c.setup, '--beam', '0']
+
+
+@case('reduce', 'calibration split')
+def reduce_conformity_without_a_calibration_split(c):
+    return ['--model-setup', c.run_copy('no_calib'), '--importance', 'conformity']
+
+
+@case('finetune', 'lambda')
+def finetune_negative_lambda(c):
+    return ['--model-setup', c.setup, '--lambda', '-1']
+
+
+@case('finetune', 'not a result folder made by this tool')
+def finetune_into_a_foreign_folder(c):
+    c.write('mine/thesis.tex', 'years of work')
+    return ['--model-setup', c.setup, '--out', str(c.tmp / 'mine')]
 
 
 @pytest.mark.parametrize('cli_name, prepare, fragments', CASES)
