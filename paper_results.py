@@ -113,16 +113,19 @@ def table1_summary(rows):
     summary = []
     for (model, dataset, vocab, backend), members in groups.items():
         first = members[0]
+        ran = first['softmax'] is not None
         entry = {'model': model, 'dataset': dataset, 'vocab': vocab, 'backend': backend,
-                 'seeds': len(members) if first['softmax'] is not None else 0,
-                 'epochs': '/'.join(sorted({str(m['epochs']) for m in members})),
+                 'seeds': len(members) if ran else 0,
+                 'epochs': '/'.join(sorted({str(m['epochs']) for m in members})) if ran else None,
                  'paper_softmax': first['paper_softmax'], 'paper_dknn': first['paper_dknn']}
         for column in ('softmax', 'dknn', 'difference', 'dev_softmax', 'dev_dknn'):
             values = [m[column] for m in members if m[column] is not None]
             entry[column] = round(float(np.mean(values)), 1) if values else None
         for column in ('softmax', 'dknn'):
             values = [m[column] for m in members if m[column] is not None]
-            entry[column + '_sd'] = round(float(np.std(values)), 1) if len(values) > 1 else None
+            # One seed has no spread: blank, not 'not run'.
+            entry[column + '_sd'] = (round(float(np.std(values)), 1) if len(values) > 1
+                                     else '' if values else None)
         summary.append(entry)
     return summary
 
