@@ -141,8 +141,11 @@ def check_replaceable(folder, flag='--force'):
 def new_staging(folder, created_by):
     """A fresh, marked, hidden staging sibling of `folder` to build a run in."""
     staging = _sibling(folder, 'staging-{}'.format(os.getpid()))
-    if os.path.exists(staging):
-        shutil.rmtree(staging)   # ours: same pid prefix, left by an earlier failure
+    if is_result_folder(staging):
+        shutil.rmtree(staging)   # ours (marked), left by an earlier failure
+    elif os.path.lexists(staging):
+        raise UserError('{} exists and is not a staging folder of this tool; move it away'
+                        .format(staging))
     mark(staging, created_by)
     return staging
 
