@@ -179,8 +179,11 @@ def rerun_command(folder, config):
     """The scripts/train_and_dknn.sh call that makes this result folder again."""
     name, default_name = os.path.basename(folder), '{}_{}'.format(config['dataset'],
                                                                  config['model'])
-    flags = ''.join(' --{} {}'.format(flag, config[key]) for flag, key, default in (
-        ('epoch', 'epoch', 30), ('seed', 'seed', 777)) if config[key] != default)
+    # Runs from before --vocab existed built their vocabulary from the training split.
+    settings = dict(config, vocab=config.get('vocab', 'train'))
+    flags = ''.join(' --{} {}'.format(flag, settings[key]) for flag, key, default in (
+        ('epoch', 'epoch', 30), ('seed', 'seed', 777), ('vocab', 'vocab', 'pretrained'))
+        if settings[key] != default)
     for flag in ('train_file', 'test_file', 'dev_file'):
         if config.get(flag):
             flags += ' --{} .../{}'.format(flag.replace('_', '-'), os.path.basename(config[flag]))
