@@ -16,6 +16,7 @@ import sys
 import numpy as np
 
 import dknn as dknn_lib
+import dknn_evaluation
 import input_reduction
 import knn_index
 import model_setup
@@ -66,7 +67,7 @@ def measure(setup, args):
     view = input_reduction.before_after(setup.model, setup.vocab, reductions, dknn,
                                         args.batchsize)
     stats = input_reduction.summarize(reductions, view)
-    dknn_summary = dknn_lib.summary(dknn_lib.evaluate(setup, dknn, setup.test, args.batchsize))
+    dknn_summary = dknn_evaluation.summary(dknn_evaluation.evaluate(setup, dknn, setup.test, args.batchsize))
     maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test[:args.limit],
                                          dknn, args.batchsize)
     row = {'dev_accuracy': accuracy(setup, setup.dev, args.batchsize),

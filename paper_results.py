@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-import dknn as dknn_lib
+import dknn_evaluation
 import knn_index
 import model_setup
 import nets
@@ -44,12 +44,14 @@ def read_runs(folder):
     `dev_dknn_accuracy`. [] when DkNN was not run."""
     reports = []
     for backend in knn_index.BACKENDS:
-        test, dev = (os.path.join(folder, dknn_lib.output_names(split, backend)[0])
+        test, dev = (os.path.join(folder, dknn_evaluation.output_names(split, backend)[0])
                      for split in ('test', 'dev'))
         if not os.path.exists(test):
             continue
         report = nlp_utils.read_json(test, 'DkNN report', dict)
         config = nlp_utils.read_json(os.path.join(folder, 'args.json'), 'model setup', dict)
+        if 'finetuned_from' in config:   # an entropy fine-tuned model is not a Table 1 run
+            return []
         # Runs from before --vocab existed built it from the training split.
         report.update(epoch=config.get('epoch'), seed=config.get('seed'),
                       vocab=config.get('vocab', 'train'))
@@ -104,19 +106,19 @@ def table1_row(results_dir, name, model, short):
 
 
 def table1_summary(rows):
-    """Runs grouped by model, dataset, vocabulary and backend: mean and standard
-    deviation over the seeds of test accuracy, means of dev accuracy."""
+    """Runs grouped by model, dataset, vocabulary, epochs and backend: mean and
+    standard deviation over the seeds of test accuracy, means of dev accuracy."""
     groups = {}
     for row in rows:
-        key = (row['model'], row['dataset'], row['vocab'], row['backend'])
+        key = (row['model'], row['dataset'], row['vocab'], row['epochs'], row['backend'])
         groups.setdefault(key, []).append(row)
     summary = []
-    for (model, dataset, vocab, backend), members in groups.items():
+    for (model, dataset, vocab, _, backend), members in groups.items():
         first = members[0]
         ran = first['softmax'] is not None
         entry = {'model': model, 'dataset': dataset, 'vocab': vocab, 'backend': backend,
                  'seeds': len(members) if ran else 0,
-                 'epochs': '/'.join(sorted({str(m['epochs']) for m in members})) if ran else None,
+                 'epochs': first['epochs'] if ran else None,
                  'paper_softmax': first['paper_softmax'], 'paper_dknn': first['paper_dknn']}
         for column in ('softmax', 'dknn', 'difference', 'dev_softmax', 'dev_dknn'):
             values = [m[column] for m in members if m[column] is not None]
@@ -213,7 +215,7 @@ def training(args):
 
 def reliability(args):
     paper_analyses.check_run_exists(args)
-    path = os.path.join(args.results, args.run, dknn_lib.output_names('test', args.backend)[1])
+    path = os.path.join(args.results, args.run, dknn_evaluation.output_names('test', args.backend)[1])
     if not os.path.exists(path):
         raise UserError('{} does not exist; run run_dknn.py --model-setup {}/args.json '
                         '--backend {} first'.format(path, os.path.dirname(path), args.backend))

@@ -13,6 +13,7 @@ import os
 import sys
 
 import dknn as dknn_lib
+import dknn_evaluation
 import knn_index
 import model_setup
 import nlp_utils
@@ -90,8 +91,8 @@ def warn_about_split(split):
 
 def write_report(folder, split, report, evaluation):
     """dknn_<split>_<backend>.json and its per-example npz, written as one group."""
-    report_name, predictions_name = dknn_lib.output_names(split, report['backend'])
-    arrays = {key: evaluation[key] for key in dknn_lib.PREDICTION_KEYS if key in evaluation}
+    report_name, predictions_name = dknn_evaluation.output_names(split, report['backend'])
+    arrays = {key: evaluation[key] for key in dknn_evaluation.PREDICTION_KEYS if key in evaluation}
     nlp_utils.atomic_write_files([
         nlp_utils.json_write(os.path.join(folder, report_name), report),
         nlp_utils.savez_write(os.path.join(folder, predictions_name), arrays)])
@@ -118,8 +119,8 @@ def evaluate_model(args):
                                         args.last_layer_only, index_options(args),
                                         args.batchsize, not args.no_cache, timer)
         with timer('evaluate'):
-            evaluation = dknn_lib.evaluate(setup, dknn, setup.encode(examples), args.batchsize)
-        report = dknn_lib.summary(evaluation)
+            evaluation = dknn_evaluation.evaluate(setup, dknn, setup.encode(examples), args.batchsize)
+        report = dknn_evaluation.summary(evaluation)
         report.update(settings(args, dknn, split), neighbor_labels=args.neighbor_labels,
                       seconds=timer.seconds, dataset=setup.config['dataset'],
                       model=setup.config['model'])
@@ -131,7 +132,7 @@ def evaluate_activations(args):
     folder = args.activations
     if not os.path.isdir(folder):
         raise UserError('--activations {} is not a folder'.format(folder))
-    train, calib, evaluated = (dknn_lib.read_activations(os.path.join(folder, name + '.npz'))
+    train, calib, evaluated = (dknn_evaluation.read_activations(os.path.join(folder, name + '.npz'))
                                for name in ('train', 'calib', args.split))
     n_class = 1 + max(int(labels.max()) for _, labels, _ in (train, calib, evaluated))
     if evaluated[2] is not None:
@@ -140,8 +141,8 @@ def evaluate_activations(args):
     dknn = dknn_lib.DkNN(n_class, args.backend, args.k, args.last_layer_only,
                          index_options(args))
     dknn.fit(train[0], train[1], progress=True).calibrate(calib[0], calib[1])
-    evaluation = dknn_lib.evaluate_activations(dknn, evaluated[0], evaluated[1], evaluated[2])
-    report = dknn_lib.summary(evaluation)
+    evaluation = dknn_evaluation.evaluate_activations(dknn, evaluated[0], evaluated[1], evaluated[2])
+    report = dknn_evaluation.summary(evaluation)
     report.update(settings(args, dknn, args.split), activations=os.path.abspath(folder),
                   n_class=n_class, n_train=len(train[1]), n_calib=len(calib[1]))
     return report, write_report(args.out or folder, args.split, report, evaluation)

@@ -79,6 +79,28 @@ def test_table1_summary_averages_seeds_per_vocabulary_and_backend():
     assert (train['seeds'], train['softmax'], train['softmax_sd']) == (1, 80.0, '')
 
 
+def test_table1_summary_keeps_training_budgets_apart():
+    row = dict(paper_results.table1_empty_row('SST_bilstm', 'bilstm', 'SST'), backend='faiss',
+               vocab='pretrained', difference=0.0)
+    rows = [dict(row, softmax=80.0, dknn=80.0, epochs=5),
+            dict(row, softmax=84.0, dknn=84.0, epochs=10)]
+    five, ten = paper_results.table1_summary(rows)
+    assert (five['epochs'], five['softmax'], five['seeds']) == (5, 80.0, 1)
+    assert (ten['epochs'], ten['softmax'], ten['seeds']) == (10, 84.0, 1)
+
+
+def test_table1_leaves_out_entropy_finetuned_models(tmp_path):
+    for name, extra in (('TREC_cnn', {}), ('TREC_cnn_entropy', {'finetuned_from': '../TREC_cnn'})):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / 'dknn_test_faiss.json').write_text(json.dumps(
+            {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.9, 'backend': 'faiss', 'k': 75}))
+        (folder / 'args.json').write_text(json.dumps(dict({'epoch': 30, 'seed': 777}, **extra)))
+    rows = [r for r in paper_results.table1_rows(str(tmp_path)) if r['dataset'] == 'TREC'
+            and r['model'] == 'CNN']
+    assert [r['run'] for r in rows] == ['TREC_cnn']
+
+
 def test_mean_highlighted_under_each_normalization():
     maps = [interpretation(['a', 'b', 'c'], [0.9, 0.06, -0.04], 1),   # total 1.0
             interpretation(['a', 'b'], [0.92, 0.08], 1),
