@@ -23,6 +23,7 @@ import model_setup
 import nlp_utils
 import result_folder
 import saliency
+import saliency_scores
 from nlp_utils import UserError
 from tables import write_table
 
@@ -79,7 +80,7 @@ def measure(setup, args):
            'dknn_test_accuracy': 100 * dknn_summary['dknn_accuracy']}
     for method in HIGHLIGHT_METHODS:
         # One-word inputs have no leave-one-out map (NaN) and are left out.
-        counts = [saliency.highlighted(m.scores).sum() for m in maps[method]
+        counts = [saliency_scores.highlighted(m.scores).sum() for m in maps[method]
                   if not np.isnan(m.scores).any()]
         row['highlights_' + method] = float(np.mean(counts))
     return row

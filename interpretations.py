@@ -17,6 +17,7 @@ import nlp_utils
 import result_folder
 import saliency
 import saliency_report
+import saliency_scores
 import scaling
 from nlp_utils import UserError
 
@@ -38,8 +39,8 @@ def parse_args(argv=None):
                         help='HTML file (default <result dir>/interpretations_<split>.html); the '
                              'raw importances go beside it as .csv')
     parser.add_argument('--png', default=None, help='also write the maps as this PNG')
-    parser.add_argument('--normalization', choices=sorted(saliency.NORMALIZATIONS),
-                        default=saliency.DEFAULT_NORMALIZATION,
+    parser.add_argument('--normalization', choices=sorted(saliency_scores.NORMALIZATIONS),
+                        default=saliency_scores.DEFAULT_NORMALIZATION,
                         help="how maps are scaled: 'total' (the paper's wording), "
                              "'per-sign' or 'half-scale' (the authors' code)")
     parser.add_argument('--neighbors', type=nlp_utils.non_negative_int, default=0,

@@ -14,6 +14,7 @@ import nlp_utils
 import result_folder
 import saliency
 import saliency_report
+import saliency_scores
 import scaling
 import text_datasets
 from nlp_utils import UserError
@@ -129,14 +130,14 @@ def mean_or_none(values):
 
 def output_stem(args, analysis):
     """results/<analysis>_<run>, with the normalisation appended unless it is the default."""
-    suffix = '' if args.normalization == saliency.DEFAULT_NORMALIZATION else (
+    suffix = '' if args.normalization == saliency_scores.DEFAULT_NORMALIZATION else (
         '_' + args.normalization)
     return os.path.join(args.out, '{}_{}{}'.format(analysis, args.run, suffix))
 
 
 def normalization_text(normalization):
     return 'Normalisation: {} ({}).'.format(normalization,
-                                           saliency.NORMALIZATIONS[normalization])
+                                           saliency_scores.NORMALIZATIONS[normalization])
 
 
 HIGHLIGHT_METHODS = ['gradient', 'confidence', 'calibrated', 'conformity']
@@ -146,7 +147,7 @@ def mean_highlighted(maps, normalization):
     """Average number of highlighted words over [Interpretation]; one-token sentences
     have no leave-one-out map (NaN) and are left out."""
     return mean_or_none([
-        float(saliency.highlighted(m.scores, normalization=normalization).sum())
+        float(saliency_scores.highlighted(m.scores, normalization=normalization).sum())
         if not np.isnan(m.scores).any() else np.nan for m in maps])
 
 
@@ -202,7 +203,7 @@ def mean_terribly_rank(maps, paraphrases, positive, normalization):
     taken toward the positive class: for a binary task that is the map of a negative
     prediction with its sign flipped, so the ranks answer "does 'terribly' push toward
     negative?" whatever each method predicted."""
-    return mean_or_none([saliency.importance_ranks(saliency.normalize(
+    return mean_or_none([saliency_scores.importance_ranks(saliency_scores.normalize(
         m.scores if m.prediction == positive else -m.scores, normalization))[position]
         for m, (_, _, position) in zip(maps, paraphrases)])
 
@@ -238,7 +239,7 @@ def normalizations(args):
     test_maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
                                               args.batchsize)
     paraphrases, paraphrase_maps = terribly_maps(args, setup, dknn)
-    names = list(saliency.NORMALIZATIONS)
+    names = list(saliency_scores.NORMALIZATIONS)
     rows = []
     for method in HIGHLIGHT_METHODS:
         row = {'method': method}
@@ -255,7 +256,7 @@ def normalizations(args):
               "negative) over {} dev paraphrases (the paper: 66). Normalisations: {}. The "
               "paper's numbers are for its BiLSTM. {}\n".format(
                   len(setup.splits.test), len(paraphrases), '; '.join(
-                      '{} = {}'.format(n, d) for n, d in saliency.NORMALIZATIONS.items()),
+                      '{} = {}'.format(n, d) for n, d in saliency_scores.NORMALIZATIONS.items()),
                   provenance(setup)))
     write_table(os.path.join(args.out, 'normalization_' + args.run), rows, columns, header)
     print(markdown_table(rows, columns))
@@ -276,7 +277,7 @@ def artifact_rows(setup, results):
                 for m in results[method]:
                     hypothesis = [t.lower() for t in m.tokens]
                     if m.prediction == label and word in hypothesis:
-                        ranks.append(saliency.importance_ranks(
+                        ranks.append(saliency_scores.importance_ranks(
                             m.scores, most_positive_first=True)[hypothesis.index(word)])
                 row[method] = mean_or_none(ranks)
                 row['n_' + method] = len(ranks)

@@ -23,7 +23,7 @@ import nets
 import nlp_utils
 import paper_analyses
 import plots
-import saliency
+import saliency_scores
 import scaling
 from tables import markdown_table, write_table
 from nlp_utils import UserError
@@ -290,8 +290,8 @@ def main(argv=None):
                                  help='only the first N test sentences (default: all; the '
                                       'whole SST test set takes minutes)')
         if name in ('table2', 'highlights', 'terribly'):
-            command.add_argument('--normalization', choices=sorted(saliency.NORMALIZATIONS),
-                                 default=saliency.DEFAULT_NORMALIZATION,
+            command.add_argument('--normalization', choices=sorted(saliency_scores.NORMALIZATIONS),
+                                 default=saliency_scores.DEFAULT_NORMALIZATION,
                                  help="how maps are scaled: 'total' (the paper's wording, "
                                       "default), 'per-sign' or 'half-scale' (the authors' code)")
     args = parser.parse_args(argv)

@@ -36,10 +36,7 @@ Efficiency: the variants of several sentences are concatenated into one model ba
 and one batched DkNN query per chunk, and `interpret_all` runs every leave-one-out
 method over the same chunks, so the model and the DkNN see each row only once.
 
-Maps are normalised (`normalize`) so that they are comparable across methods: by
-default each importance is divided by the sentence's total absolute importance, as
-section 5.1 states; 'per-sign' and 'half-scale' (the authors' code) are the
-alternatives.
+Normalisation, highlight counts and ranks of the maps are in saliency_scores.py.
 """
 import collections.abc
 import dataclasses
@@ -48,7 +45,6 @@ from typing import Optional
 
 import numpy as np
 import tqdm
-from scipy import stats
 
 import dknn as dknn_lib
 import nlp_utils
@@ -61,7 +57,6 @@ DKNN_METHODS = ('conformity', 'credibility')
 DEFAULT_METHODS = ('conformity', 'confidence', 'gradient')   # the paper's Table 2
 DEFAULT_BATCHSIZE = 256
 TOKENS_PER_ROW = 64          # token budget of a chunk = batchsize * TOKENS_PER_ROW
-HIGHLIGHT_THRESHOLD = 0.05   # section 5.1: "a light blue or light red highlight"
 LONG_INPUT_WORDS = 1000      # leave-one-out of a longer input gets a warning first
 
 
@@ -384,59 +379,3 @@ def nearest_training_examples(model, dknn, train_examples, examples, n, vocab,
     final_layer = model.layer_activations(inputs, batchsize)[-1]
     _, neighbors = dknn.indexes[-1].search(final_layer, n)
     return [[train_examples[i] for i in row if i >= 0] for row in neighbors]
-
-
-# ---------------------------------------------------------------- scores
-# How a map's importances are scaled so that maps of different methods compare.
-NORMALIZATIONS = {
-    'total': "each word's importance / the sentence's total absolute importance "
-             "(the paper's section 5.1 wording)",
-    'per-sign': 'positive importances / their sum, negative ones / the sum of their '
-                'magnitudes',
-    'half-scale': "per-sign / 2, the authors' code (a colour scale centred at 0.5)",
-}
-DEFAULT_NORMALIZATION = 'total'
-
-
-def normalize(scores, normalization=DEFAULT_NORMALIZATION):
-    """Scale one map's importances (n,) -> (n,) float64, signs kept (NORMALIZATIONS):
-
-    'total'       s_i / sum_j |s_j|, so the magnitudes sum to 1;
-    'per-sign'    s_i / sum of the importances with the sign of s_i, so each sign's
-                  magnitudes sum to 1;
-    'half-scale'  per-sign / 2, in [-0.5, 0.5].
-    NaN stays NaN and is left out of the sums; an all-zero map stays zero.
-    """
-    if normalization not in NORMALIZATIONS:
-        raise ValueError('unknown normalization {!r}; choose from {}'.format(
-            normalization, ', '.join(NORMALIZATIONS)))
-    scores = np.asarray(scores, dtype=np.float64)
-    normalized = scores.copy()
-    if normalization == 'total':
-        total = np.abs(scores[~np.isnan(scores)]).sum()
-        return normalized / total if total > 0 else normalized
-    positive, negative = scores > 0, scores < 0   # NaN is neither
-    if positive.any():
-        normalized[positive] /= scores[positive].sum()
-    if negative.any():
-        normalized[negative] /= -scores[negative].sum()
-    return normalized / 2 if normalization == 'half-scale' else normalized
-
-
-def highlighted(scores, threshold=HIGHLIGHT_THRESHOLD, normalization=DEFAULT_NORMALIZATION):
-    """Boolean (n,): |normalised importance| > threshold (NaN is never highlighted)."""
-    with np.errstate(invalid='ignore'):
-        return np.abs(normalize(scores, normalization)) > threshold
-
-
-def importance_ranks(scores, most_positive_first=False):
-    """Rank of each token (n,) float: 1 = the most negative (section 5.1), or with
-    most_positive_first=True 1 = the most positive, i.e. most important (Table 4).
-    Tied tokens share the average of their ranks; NaN scores get rank NaN and the
-    others are ranked among themselves."""
-    scores = np.asarray(scores, dtype=np.float64)
-    ranks = np.full(scores.shape, np.nan)
-    finite = ~np.isnan(scores)
-    ordered = -scores[finite] if most_positive_first else scores[finite]
-    ranks[finite] = stats.rankdata(ordered, method='average')
-    return ranks

@@ -9,6 +9,7 @@ import pytest
 import interpretations as interp
 import saliency
 import saliency_report
+import saliency_scores
 import nets
 import nlp_utils
 import dknn as dknn_lib
@@ -211,17 +212,17 @@ def test_gradient_is_minus_input_gradient_and_matches_finite_differences(setup_a
 # ---------------------------------------------------------------- scores
 def test_normalize_three_ways_hand_example():
     scores = [2, 1, -1, -3]   # total |importance| 7; positives sum to 3, negatives to -4
-    np.testing.assert_allclose(saliency.normalize(scores), [2 / 7, 1 / 7, -1 / 7, -3 / 7])
-    np.testing.assert_allclose(saliency.normalize(scores, 'total'), [2 / 7, 1 / 7, -1 / 7, -3 / 7])
-    np.testing.assert_allclose(saliency.normalize(scores, 'per-sign'), [2 / 3, 1 / 3, -1 / 4, -3 / 4])
-    np.testing.assert_allclose(saliency.normalize(scores, 'half-scale'),
+    np.testing.assert_allclose(saliency_scores.normalize(scores), [2 / 7, 1 / 7, -1 / 7, -3 / 7])
+    np.testing.assert_allclose(saliency_scores.normalize(scores, 'total'), [2 / 7, 1 / 7, -1 / 7, -3 / 7])
+    np.testing.assert_allclose(saliency_scores.normalize(scores, 'per-sign'), [2 / 3, 1 / 3, -1 / 4, -3 / 4])
+    np.testing.assert_allclose(saliency_scores.normalize(scores, 'half-scale'),
                                [1 / 3, 1 / 6, -1 / 8, -3 / 8])
 
 
 def test_normalize_lone_small_negative_word():
     """Per sign, one tiny negative word is drawn at full strength; in total it is ~0."""
-    np.testing.assert_allclose(saliency.normalize([10, 5, -0.01], 'per-sign'), [2 / 3, 1 / 3, -1])
-    np.testing.assert_allclose(saliency.normalize([10, 5, -0.01], 'total'),
+    np.testing.assert_allclose(saliency_scores.normalize([10, 5, -0.01], 'per-sign'), [2 / 3, 1 / 3, -1])
+    np.testing.assert_allclose(saliency_scores.normalize([10, 5, -0.01], 'total'),
                                [10 / 15.01, 5 / 15.01, -0.01 / 15.01])
 
 
@@ -229,44 +230,44 @@ def test_normalize_lone_small_negative_word():
     ('total', [-0.25, -0.75, 0]), ('per-sign', [-0.25, -0.75, 0]),
     ('half-scale', [-0.125, -0.375, 0])])
 def test_normalize_only_negative_importances(normalization, expected):
-    np.testing.assert_allclose(saliency.normalize([-1, -3, 0], normalization), expected)
+    np.testing.assert_allclose(saliency_scores.normalize([-1, -3, 0], normalization), expected)
 
 
-@pytest.mark.parametrize('normalization', sorted(saliency.NORMALIZATIONS))
+@pytest.mark.parametrize('normalization', sorted(saliency_scores.NORMALIZATIONS))
 def test_normalize_zeros_and_nan(normalization):
-    np.testing.assert_array_equal(saliency.normalize([0, 0, 0], normalization), [0, 0, 0])
-    assert np.isnan(saliency.normalize([np.nan], normalization)).all()
+    np.testing.assert_array_equal(saliency_scores.normalize([0, 0, 0], normalization), [0, 0, 0])
+    assert np.isnan(saliency_scores.normalize([np.nan], normalization)).all()
     half = 0.5 if normalization == 'half-scale' else 1
     total = 0.5 if normalization == 'total' else 1
     # NaN stays NaN and does not enter the sums.
-    np.testing.assert_allclose(saliency.normalize([np.nan, 2, -2], normalization),
+    np.testing.assert_allclose(saliency_scores.normalize([np.nan, 2, -2], normalization),
                                [np.nan, half * total, -half * total])
     with pytest.raises(ValueError, match='unknown normalization'):
-        saliency.normalize([1.0], 'softmax')
+        saliency_scores.normalize([1.0], 'softmax')
 
 
 def test_highlighted_counts_words_above_the_threshold():
     scores = [0.9, 0.04, 0.06, -1, -1, 0]
     # total |importance| 3: [0.3, 0.013, 0.02, -0.33, -0.33, 0]
-    np.testing.assert_array_equal(saliency.highlighted(scores),
+    np.testing.assert_array_equal(saliency_scores.highlighted(scores),
                                   [True, False, False, True, True, False])
     # per sign: [0.9, 0.04, 0.06, -0.5, -0.5, 0]; half-scale: half of that.
-    np.testing.assert_array_equal(saliency.highlighted(scores, normalization='per-sign'),
+    np.testing.assert_array_equal(saliency_scores.highlighted(scores, normalization='per-sign'),
                                   [True, False, True, True, True, False])
-    np.testing.assert_array_equal(saliency.highlighted(scores, normalization='half-scale'),
+    np.testing.assert_array_equal(saliency_scores.highlighted(scores, normalization='half-scale'),
                                   [True, False, False, True, True, False])
-    assert saliency.highlighted([0.92, 0.08], normalization='per-sign').sum() == 2
-    assert saliency.highlighted([0.92, 0.08], normalization='half-scale').sum() == 1
-    assert saliency.highlighted([0.9, 0.04, 0.06], threshold=0.03).sum() == 3
-    assert not saliency.highlighted([np.nan]).any()
+    assert saliency_scores.highlighted([0.92, 0.08], normalization='per-sign').sum() == 2
+    assert saliency_scores.highlighted([0.92, 0.08], normalization='half-scale').sum() == 1
+    assert saliency_scores.highlighted([0.9, 0.04, 0.06], threshold=0.03).sum() == 3
+    assert not saliency_scores.highlighted([np.nan]).any()
 
 
 def test_importance_ranks_hand_example():
     scores = [0.3, -2.0, 0.0, 0.3, 1.5]
-    np.testing.assert_array_equal(saliency.importance_ranks(scores), [3.5, 1, 2, 3.5, 5])
-    np.testing.assert_array_equal(saliency.importance_ranks(scores, most_positive_first=True),
+    np.testing.assert_array_equal(saliency_scores.importance_ranks(scores), [3.5, 1, 2, 3.5, 5])
+    np.testing.assert_array_equal(saliency_scores.importance_ranks(scores, most_positive_first=True),
                                   [2.5, 5, 4, 2.5, 1])
-    ranks = saliency.importance_ranks([np.nan, 1.0, -1.0])
+    ranks = saliency_scores.importance_ranks([np.nan, 1.0, -1.0])
     assert np.isnan(ranks[0]) and list(ranks[1:]) == [2, 1]
 
 
