@@ -62,6 +62,9 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     assert trec_seed['dev_dknn'] is None and trec_seed['backend'] == 'faiss'
     sst = [r for r in rows if r['model'] == 'BiLSTM' and r['dataset'] == 'SST'][0]
     assert sst['softmax'] is None
+    snli = {r['model']: r for r in rows if r['dataset'] == 'SNLI'}   # section 4's numbers
+    assert (snli['BiLSTM']['paper_softmax'], snli['BiLSTM']['paper_dknn']) == (81.2, 81.0)
+    assert snli['CNN']['run'] == 'snli_cnn' and snli['CNN']['paper_softmax'] == ''
     table = tables.markdown_table(rows, ['model', 'dataset', 'softmax'])
     assert '| CNN | TREC | 90.0 |' in table and '| BiLSTM | SST | not run |' in table
     assert tables.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
