@@ -12,7 +12,7 @@ $(VENV)/installed: requirements.txt
 	$(PY) -m pip install -q --no-build-isolation -r requirements.txt
 	touch $@
 
-.PHONY: venv demo test table1 paper
+.PHONY: venv demo test table1 interpretation-results feng-results paper
 venv: $(VENV)/installed
 
 # Small default: a CNN on SST-2 (5 epochs), its DkNN, and saliency maps of 20 test sentences.
@@ -29,9 +29,12 @@ test: venv
 	$(PY) -m pytest -q tests
 
 # Table 1: the CNN with 3 seeds and both vocabularies, the BiLSTM (10 epochs, best dev
-# epoch kept), on all five datasets, plus the figures. Hours on 2 CPU cores; every run
-# is resumable, so rerunning `make table1` continues where it stopped.
+# epoch kept), on all five datasets, the SNLI proxy row, plus the figures. Hours on 2 CPU
+# cores; every run is resumable, so rerunning `make table1` continues where it stopped.
 TABLE1_DATASETS := stsa.binary custrev TREC mpqa subj
+# The official SNLI train split is not offline: the proxy trains on SNLI dev, tests on test.
+SNLI_PROXY := --train-file $(DKNN_DATA_DIR)/snli_1.0/snli_1.0_dev.jsonl \
+	--test-file $(DKNN_DATA_DIR)/snli_1.0/snli_1.0_test.jsonl
 table1: venv
 	for d in $(TABLE1_DATASETS); do \
 	  scripts/train_and_dknn.sh $$d cnn && \
@@ -40,7 +43,35 @@ table1: venv
 	  RUN=$${d}_cnn_trainvocab scripts/train_and_dknn.sh $$d cnn --vocab train || exit 1; \
 	done
 	for d in $(TABLE1_DATASETS); do scripts/train_and_dknn.sh $$d bilstm --epoch 10 || exit 1; done
+	scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY)
+	scripts/train_and_dknn.sh snli bilstm --epoch 10 $(SNLI_PROXY)
 	$(PY) paper_results.py --overwrite table1
+	$(PY) paper_results.py --overwrite training
 	$(PY) paper_results.py --overwrite reliability --run stsa.binary_cnn
 
-paper: table1
+# Sections 5 and 6 on the Table 1 models: Table 2 maps, highlight counts, 'terribly'
+# ranks under every normalisation, SNLI artifact ranks. Needs `make table1` first.
+SST_RUNS := stsa.binary_cnn stsa.binary_bilstm
+SNLI_RUNS := snli_cnn snli_bilstm
+interpretation-results: venv
+	for r in $(SST_RUNS); do $(PY) scaling.py --model-setup results/$$r/args.json && \
+	  for a in table2 highlights terribly normalizations; do \
+	    $(PY) paper_results.py --overwrite $$a --run $$r || exit 1; done || exit 1; done
+	for r in $(SNLI_RUNS); do $(PY) paper_results.py --overwrite snli-artifacts --run $$r || exit 1; done
+
+# Feng et al.: input reduction of 300 dev examples with each importance, entropy
+# fine-tuning on the reduced training set (skipped where it exists), Table 2. The CNNs
+# reduce the whole training set, as the paper does; a CPU BiLSTM reduces about 2 training
+# examples a second, so the BiLSTMs reduce their first BILSTM_REDUCE_LIMIT.
+BILSTM_REDUCE_LIMIT := 2000
+feng-results: venv
+	for r in $(SST_RUNS) $(SNLI_RUNS); do \
+	  case $$r in *bilstm) limit="--reduce-limit $(BILSTM_REDUCE_LIMIT)";; *) limit=;; esac; \
+	  $(PY) reduce_inputs.py --model-setup results/$$r/args.json --split dev --limit 300 \
+	      --importance gradient,confidence,conformity && \
+	  { [ -f results/$${r}_entropy/finetune_entropy.json ] || \
+	    $(PY) finetune_entropy.py --model-setup results/$$r/args.json $$limit; } || exit 1; \
+	done
+	$(PY) entropy_results.py --runs $(shell echo $(SST_RUNS) $(SNLI_RUNS) | tr ' ' ,) --limit 300
+
+paper: table1 interpretation-results feng-results
