@@ -180,16 +180,24 @@ def training_row(folder):
             'command': rerun_command(folder, config)}
 
 
+# train_text_classifier.py's defaults of the settings a run may change (args.json keys).
+RERUN_DEFAULTS = (('epoch', 30), ('seed', 777), ('vocab', 'pretrained'), ('layer', 3),
+                  ('unit', 300), ('dropout', 0.4), ('batchsize', 64), ('n_calib', 1000),
+                  ('dev_fraction', 0.1), ('min_freq', 2), ('max_vocab', None),
+                  ('label_noise', 0.0), ('label_noise_seed', 0))
+
+
 def rerun_command(folder, config):
     """The scripts/train_and_dknn.sh call that makes this result folder again."""
     name, default_name = os.path.basename(folder), '{}_{}'.format(config['dataset'],
                                                                  config['model'])
     # Runs from before --vocab existed built their vocabulary from the training split.
     settings = dict(config, vocab=config.get('vocab', 'train'))
-    flags = ''.join(' --{} {}'.format(flag, settings[key]) for flag, key, default in (
-        ('epoch', 'epoch', 30), ('seed', 'seed', 777), ('vocab', 'vocab', 'pretrained'))
-        if settings[key] != default)
-    for flag in ('train_file', 'test_file', 'dev_file'):
+    flags = ''.join(' --{} {}'.format(key.replace('_', '-'), settings[key])
+                    for key, default in RERUN_DEFAULTS if settings.get(key, default) != default)
+    if config.get('char_based'):
+        flags += ' --char-based'
+    for flag in ('train_file', 'test_file', 'dev_file', 'exclude_train'):
         if config.get(flag):
             flags += ' --{} .../{}'.format(flag.replace('_', '-'), os.path.basename(config[flag]))
     prefix = '' if name == default_name else 'RUN={} '.format(name)

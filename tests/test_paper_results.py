@@ -151,3 +151,15 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
     assert {gradient['terribly_rank_' + n] for n in ('total', 'per-sign', 'half-scale')} == {'1.0'}
     assert (gradient['paper_highlighted'], gradient['paper_terribly_rank']) == ('5.32', '1.1')
     assert rows['calibrated']['paper_highlighted'] == ''
+
+
+def test_rerun_command_names_every_changed_setting():
+    config = {'dataset': 'cad-snli-augmented', 'model': 'bilstm', 'epoch': 30, 'seed': 777,
+              'vocab': 'pretrained', 'layer': 1, 'n_calib': 833, 'unit': 300,
+              'dev_file': '/data/snli_1.0/snli_1.0_dev.jsonl'}
+    assert paper_results.rerun_command('results/cad-snli-augmented_bilstm', config) == (
+        'scripts/train_and_dknn.sh cad-snli-augmented bilstm --layer 1 --n-calib 833'
+        ' --dev-file .../snli_1.0_dev.jsonl')
+    old_run = {'dataset': 'TREC', 'model': 'cnn', 'epoch': 5, 'seed': 1}   # before --vocab
+    assert paper_results.rerun_command('results/TREC_cnn_x', old_run) == (
+        'RUN=TREC_cnn_x scripts/train_and_dknn.sh TREC cnn --epoch 5 --seed 1 --vocab train')
