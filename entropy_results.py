@@ -8,7 +8,9 @@ length after input reduction (gradient importance, beam 5, first --limit dev
 examples), mean confidence and DkNN credibility of the reduced inputs, and (a new
 result) DkNN test accuracy and the highlighted words per test sentence of each
 interpretation method (first --limit test examples). Writes
-results/entropy_regularization.md/.csv (--out, --name).
+results/entropy_regularization.md/.csv (--out, --name). Each model's numbers are kept in
+its folder's entropy_measures.json and reused while model, data and settings are
+unchanged, so runs measured one by one (in parallel) assemble into one table quickly.
 """
 import os
 import sys
@@ -59,6 +61,33 @@ def accuracy(setup, examples, batchsize):
     return 100 * float(np.mean(logits.argmax(axis=1) == [y for _, y in examples]))
 
 
+MEASURES = 'entropy_measures.json'   # per model folder: the last measure() and its key
+
+
+def measure_key(setup, args):
+    """What one model's numbers depend on: the model, vocabulary and training split
+    (dknn.activation_key), the dev and test examples measured, and the settings."""
+    return '{}|{}|{}|beam{}|k{}|{}|limit{}'.format(
+        dknn_lib.activation_key(setup), nlp_utils.examples_digest(setup.splits.dev),
+        nlp_utils.examples_digest(setup.splits.test), args.beam, args.k, args.backend,
+        args.limit)
+
+
+def cached_measure(setup, args):
+    """measure(setup, args), reused from <result_dir>/MEASURES while measure_key is
+    unchanged, so the runs of one table can be measured in parallel processes first."""
+    path = os.path.join(setup.result_dir, MEASURES)
+    key = measure_key(setup, args)
+    if os.path.exists(path):
+        cache = nlp_utils.read_json(path, 'entropy measurements', dict)
+        if cache.get('key') == key:
+            return cache['row']
+    row = measure(setup, args)
+    with result_folder.lock(setup.result_dir, 'entropy_results.py'):
+        nlp_utils.atomic_write_json(path, {'key': key, 'row': row})
+    return row
+
+
 def measure(setup, args):
     """Every number of one model's row (plain floats)."""
     with result_folder.lock(setup.result_dir, 'entropy_results.py'):   # DkNN caches
@@ -86,9 +115,15 @@ def measure(setup, args):
     return row
 
 
+# The columns of a row, in order (a cached row comes back with its keys sorted).
+MEASURED = ('dev_accuracy', 'test_accuracy', 'reduced_length', 'reduced_1_2_words',
+            'reduced_confidence', 'reduced_credibility', 'dknn_test_accuracy') + tuple(
+                'highlights_' + method for method in HIGHLIGHT_METHODS)
+
+
 def table_row(run, before, after):
     row = {'run': run}
-    for key in before:
+    for key in MEASURED:
         digits = 1 if 'accuracy' in key else 2 if 'length' in key or 'highlights' in key else 3
         row[key + '_before'] = round(before[key], digits)
         row[key + '_after'] = round(after[key], digits)
@@ -106,8 +141,8 @@ def main(argv=None):
         if missing:
             raise UserError('{} has no args.json; train the run and fine-tune it with '
                             'finetune_entropy.py first'.format(missing[0]))
-        before, after = (measure(model_setup.load_setup(os.path.join(f, 'args.json')), args)
-                         for f in folders)
+        before, after = (cached_measure(model_setup.load_setup(os.path.join(f, 'args.json')),
+                                        args) for f in folders)
         rows.append(table_row(run, before, after))
     columns = list(rows[0])
     header = ('# Entropy regularisation (Feng et al. 2018, Table 2 layout): before / after '

@@ -1,12 +1,14 @@
 """entropy_regularization and the two CLIs end to end on a tiny trained CNN."""
 import json
 import os
+import shutil
 
 import chainer
 import numpy as np
 import pytest
 
 import entropy_regularization as er
+import entropy_results
 import finetune_entropy
 import model_setup
 import nlp_utils
@@ -103,6 +105,36 @@ def test_finetuned_folder_loads_like_any_result_folder(parent, tmp_path):
     assert all(r['dknn_prediction_after'] == r['prediction'] for r in records)
     html = (tmp_path / 'reduction_custom_cnn_entropy_test_gradient.html').read_text()
     assert '<script' not in html and 'Input reduction' in html
+
+
+def test_entropy_table_reuses_each_models_measurements_until_the_model_changes(
+        parent, tmp_path, monkeypatch):
+    out, _ = parent
+    results = tmp_path / 'results'
+    results.mkdir()
+    shutil.copytree(str(out), str(results / 'custom_cnn'))
+    finetune_entropy.main(['--model-setup', str(results / 'custom_cnn' / 'args.json'),
+                           '--epochs', '1', '--reduce-limit', '20'])
+    argv = ['--runs', 'custom_cnn', '--results', str(results), '--limit', '8', '--k', '5',
+            '--out', str(tmp_path), '--name', 'table']
+    entropy_results.main(argv)
+    table = (tmp_path / 'table.csv').read_text()
+    assert table.startswith('run,dev_accuracy_before,dev_accuracy_after')
+    measured = []
+    real_measure = entropy_results.measure
+    monkeypatch.setattr(entropy_results, 'measure',
+                        lambda setup, args: measured.append(setup.result_dir) or
+                        real_measure(setup, args))
+    entropy_results.main(argv)                       # both models cached: nothing measured
+    assert measured == [] and (tmp_path / 'table.csv').read_text() == table
+    argv[argv.index('--limit') + 1] = '6'
+    entropy_results.main(argv)                       # other settings: both measured again
+    assert len(measured) == 2
+    finetune_entropy.main(['--model-setup', str(results / 'custom_cnn' / 'args.json'),
+                           '--epochs', '1', '--reduce-limit', '20', '--lr', '0.01'])
+    measured.clear()
+    entropy_results.main(argv)                       # a new fine-tuned model: only it
+    assert measured == [str(results / 'custom_cnn_entropy')]
 
 
 def test_foreign_folder_is_never_overwritten(parent, tmp_path):
