@@ -67,9 +67,12 @@ def reduced_training_set(setup, importance='gradient', beam=input_reduction.DEFA
     reducer = input_reduction.make_reducer(importance, setup, None, beam, batchsize)
     reductions = reducer.reduce(setup.splits.train[:limit], progress='reducing train')
     inputs = reduced_inputs(reductions)
-    nlp_utils.atomic_write_json(path, {'key': key, 'importance': importance, 'beam': beam,
-                                       'inputs': [list(x) if isinstance(x, tuple) else x
-                                                  for x in inputs]})
+    # Locked only while writing: the reduction takes long and other analyses of the
+    # parent folder should not wait for it (a concurrent twin would write the same file).
+    with result_folder.lock(setup.result_dir, 'finetune_entropy.py'):
+        nlp_utils.atomic_write_json(path, {'key': key, 'importance': importance, 'beam': beam,
+                                           'inputs': [list(x) if isinstance(x, tuple) else x
+                                                      for x in inputs]})
     return inputs
 
 

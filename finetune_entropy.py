@@ -14,7 +14,6 @@ import entropy_regularization as er
 import input_reduction
 import model_setup
 import nlp_utils
-import result_folder
 
 
 def parse_args(argv=None):
@@ -54,8 +53,7 @@ def main(argv=None):
     out = args.out or os.path.join(os.path.dirname(setup.result_dir),
                                    os.path.basename(setup.result_dir) + '_entropy')
     er.check_out(out)    # before the slow reduction
-    with result_folder.lock(setup.result_dir, 'finetune_entropy.py'):   # the reduced-set cache
-        reduced = er.reduced_training_set(setup, args.importance, args.beam, args.reduce_limit)
+    reduced = er.reduced_training_set(setup, args.importance, args.beam, args.reduce_limit)
     print('reduced training set: {} inputs from {} training examples'.format(
         len(reduced), args.reduce_limit or len(setup.splits.train)))
     seed = setup.config['seed'] if args.seed is None else args.seed
