@@ -61,7 +61,7 @@ def accuracy(setup, examples, batchsize):
     return 100 * float(np.mean(logits.argmax(axis=1) == [y for _, y in examples]))
 
 
-MEASURES = 'entropy_measures.json'   # per model folder: the last measure() and its key
+MEASURES = 'entropy_measures.json'   # per model folder: {measure_key: measure() row}
 
 
 def measure_key(setup, args):
@@ -75,17 +75,23 @@ def measure_key(setup, args):
 
 def cached_measure(setup, args):
     """measure(setup, args), reused from <result_dir>/MEASURES while measure_key is
-    unchanged, so the runs of one table can be measured in parallel processes first."""
+    unchanged, so the runs of one table can be measured in parallel processes first
+    (one entry per key: a demo with other settings does not evict the table's)."""
     path = os.path.join(setup.result_dir, MEASURES)
     key = measure_key(setup, args)
-    if os.path.exists(path):
-        cache = nlp_utils.read_json(path, 'entropy measurements', dict)
-        if cache.get('key') == key:
-            return cache['row']
-    row = measure(setup, args)
-    with result_folder.lock(setup.result_dir, 'entropy_results.py'):
-        nlp_utils.atomic_write_json(path, {'key': key, 'row': row})
+    row = read_measures(path).get(key)
+    if row is None:
+        row = measure(setup, args)
+        with result_folder.lock(setup.result_dir, 'entropy_results.py'):
+            nlp_utils.atomic_write_json(path, dict(read_measures(path), **{key: row}))
     return row
+
+
+def read_measures(path):
+    """{key: row} of a MEASURES file ({} when there is none)."""
+    if not os.path.exists(path):
+        return {}
+    return nlp_utils.read_json(path, 'entropy measurements', dict)
 
 
 def measure(setup, args):

@@ -135,6 +135,10 @@ def test_entropy_table_reuses_each_models_measurements_until_the_model_changes(
     measured.clear()
     entropy_results.main(argv)                       # a new fine-tuned model: only it
     assert measured == [str(results / 'custom_cnn_entropy')]
+    measured.clear()
+    argv[argv.index('--limit') + 1] = '8'            # the parent kept its first entry too
+    entropy_results.main(argv)
+    assert measured == [str(results / 'custom_cnn_entropy')]
 
 
 def test_foreign_folder_is_never_overwritten(parent, tmp_path):
