@@ -3,11 +3,11 @@
     python reduce_inputs.py --model-setup results/stsa.binary_cnn/args.json \
         --importance gradient,confidence,conformity --split dev [--limit N] [--beam 5]
 
-Per importance, writes <result dir>/reduction_<split>_<importance>.jsonl (original and
-reduced text, prediction, confidence and credibility before/after) and, into --out
-(default results/), reduction_<run>_<split>_<importance>.html (side by side),
-..._lengths.png (Figure 3) and ..._confidence.png (Figure 4); and the summary table
-reduction_<run>_<split>.md/.csv. The paper reduces the validation split.
+Per importance, writes into --out (default results/) reduction_<run>_<split>_<importance>
+with .jsonl (original and reduced text, prediction, confidence and credibility before
+and after), .html (side by side), _lengths.png (Figure 3) and _confidence.png (Figure
+4); and the summary table reduction_<run>_<split>.md/.csv. The paper reduces the
+validation split.
 """
 import os
 import sys
@@ -96,9 +96,10 @@ def write_outputs(setup, results, out, split):
     run = os.path.basename(setup.result_dir)
     for importance, (reductions, view, _) in results.items():
         rows = reduction_report.records(reductions, view, setup.label_names, setup.vocab)
-        reduction_report.write_jsonl(os.path.join(setup.result_dir, 'reduction_{}_{}.jsonl'
-                                                  .format(split, importance)), rows)
         stem = os.path.join(out, 'reduction_{}_{}_{}'.format(run, split, importance))
+        # Beside the page and figures of the same call, so a call with other settings
+        # (--limit, --out) never replaces another's records.
+        reduction_report.write_jsonl(stem + '.jsonl', rows)
         name = '{} {} split, {} importance'.format(run, split, importance)
         nlp_utils.atomic_write_text(stem + '.html', reduction_report.html_page(
             rows, reductions, setup.vocab, 'Input reduction: ' + name))

@@ -99,7 +99,8 @@ def test_finetuned_folder_loads_like_any_result_folder(parent, tmp_path):
     reduce_inputs.main(['--model-setup', str(finetuned / 'args.json'), '--split', 'test',
                         '--importance', 'gradient,conformity', '--k', '5', '--limit', '6',
                         '--out', str(tmp_path)])
-    lines = (finetuned / 'reduction_test_conformity.jsonl').read_text().split('\n')
+    jsonl = tmp_path / 'reduction_custom_cnn_entropy_test_conformity.jsonl'
+    lines = jsonl.read_text().split('\n')
     records = [json.loads(line) for line in lines if line]
     assert len(records) == 6 and all(r['reduced_length'] >= 1 for r in records)
     assert all(r['dknn_prediction_after'] == r['prediction'] for r in records)
