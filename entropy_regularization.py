@@ -124,9 +124,14 @@ def finetune(model, train, reduced, lam=DEFAULT_LAMBDA, lr=DEFAULT_LR, epochs=DE
 
 
 # ---------------------------------------------------------------- result folder
-def check_out(out):
-    """UserError unless `out` is new or a marked result folder of this tool."""
-    result_folder.check_replaceable(os.path.abspath(out), 'finetune_entropy.py')
+def check_finite(model, history):
+    """UserError when the fine-tuning diverged: a non-finite loss or parameter would
+    make a model whose every later number is made up."""
+    losses = [row[key] for row in history for key in ('nll', 'entropy')]
+    if not np.all(np.isfinite(losses)) or not all(
+            np.all(np.isfinite(p.array)) for p in model.params()):
+        raise UserError('the fine-tuning diverged (a loss or parameter is not finite); lower '
+                        'the learning rate (lr) or lambda')
 
 
 def write_finetuned_folder(out, parent_setup, model, settings, history):
@@ -134,26 +139,20 @@ def write_finetuned_folder(out, parent_setup, model, settings, history):
     parent's, plus 'finetuned_from' and `settings`), vocab.json and calib.json copied
     from the parent, best_model.npz, and RECORD with settings and loss history.
 
-    Through result_folder: under the folder's lock, built in a marked staging sibling
-    and swapped in; an existing `out` is replaced only if it is a marked result folder."""
+    Call while holding the lock of `out`, having checked that it may be (re)placed
+    (result_folder.check_new_out): built in a marked staging sibling and swapped in."""
+    check_finite(model, history)
     out = os.path.abspath(out)
     parent_dir = parent_setup.result_dir
     config = dict(parent_setup.config, finetuned_from=os.path.relpath(parent_dir, out),
                   **settings)
-    with result_folder.lock(out, 'finetune_entropy.py'):
-        check_out(out)
-        staging = result_folder.new_staging(out, 'finetune_entropy.py')
-        try:
-            for name in ('vocab.json', 'calib.json'):
-                shutil.copyfile(os.path.join(parent_dir, name), os.path.join(staging, name))
-            nlp_utils.atomic_write_json(os.path.join(staging, 'args.json'), config)
-            nlp_utils.atomic_write(os.path.join(staging, config['model_path']),
-                                   lambda f: chainer.serializers.save_npz(f, model), 'wb')
-            nlp_utils.atomic_write_json(os.path.join(staging, RECORD),
-                                        {'parent': config['finetuned_from'],
-                                         'settings': settings, 'history': history})
-        except BaseException:
-            result_folder.discard(staging)
-            raise
-        result_folder.swap_in(staging, out)
+    with result_folder.staged(out, 'finetune_entropy.py') as staging:
+        for name in ('vocab.json', 'calib.json'):
+            shutil.copyfile(os.path.join(parent_dir, name), os.path.join(staging, name))
+        nlp_utils.atomic_write_json(os.path.join(staging, 'args.json'), config)
+        nlp_utils.atomic_write(os.path.join(staging, config['model_path']),
+                               lambda f: chainer.serializers.save_npz(f, model), 'wb')
+        nlp_utils.atomic_write_json(os.path.join(staging, RECORD),
+                                    {'parent': config['finetuned_from'],
+                                     'settings': settings, 'history': history})
     return out

@@ -1,12 +1,15 @@
 """Fine-tune a trained model with entropy regularisation on reduced inputs (Feng et al. 2018).
 
     python finetune_entropy.py --model-setup results/stsa.binary_cnn/args.json \
-        [--lambda 1] [--lr 1e-4] [--epochs 3] [--reduce-limit N] [--out DIR]
+        [--lambda 1] [--lr 1e-4] [--epochs 3] [--reduce-limit N] [--out DIR] [--force]
 
 Reduces the training split with input reduction (gradient importance, beam 5; cached
 as JSON in the parent folder), fine-tunes on NLL of regular batches alternating with
 -lambda * entropy of reduced batches, and writes a result folder (default
 results/<run>_entropy) that load_setup and every other script read like any other.
+An existing --out is replaced only with --force (and only a result folder of this tool,
+never the parent run); its lock is held from the start, so a second fine-tune into the
+same folder is refused at once.
 """
 import os
 
@@ -14,6 +17,7 @@ import entropy_regularization as er
 import input_reduction
 import model_setup
 import nlp_utils
+import result_folder
 
 
 def parse_args(argv=None):
@@ -34,6 +38,9 @@ def parse_args(argv=None):
                         help='reduce only the first N training examples (CPU time)')
     parser.add_argument('--seed', type=int, default=None, help="default: the parent's seed")
     parser.add_argument('--out', default=None, help='default results/<run>_entropy')
+    parser.add_argument('--force', action='store_true',
+                        help='replace an existing --out result folder once the new run has '
+                             'finished (the old one is kept if it fails)')
     parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
     parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
     return parser.parse_args(argv)
@@ -42,17 +49,24 @@ def parse_args(argv=None):
 def check_args(args):
     er.check_lambda(args.lam)
     input_reduction.check_beam(args.beam)
-    if not args.lr > 0:
-        raise nlp_utils.UserError('--lr must be > 0, got {}'.format(args.lr))
+    if not 0 < args.lr < float('inf'):
+        raise nlp_utils.UserError('--lr must be a finite number > 0, got {}'.format(args.lr))
 
 
 def main(argv=None):
     args = parse_args(argv)
     check_args(args)
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
-    out = args.out or os.path.join(os.path.dirname(setup.result_dir),
-                                   os.path.basename(setup.result_dir) + '_entropy')
-    er.check_out(out)    # before the slow reduction
+    out = os.path.abspath(args.out or os.path.join(
+        os.path.dirname(setup.result_dir), os.path.basename(setup.result_dir) + '_entropy'))
+    result_folder.check_not_nested(out, setup.result_dir)
+    with result_folder.lock(out, 'finetune_entropy.py'):   # from the start: no twin run
+        result_folder.sweep_stale(out)
+        result_folder.check_new_out(out, args.force)     # before the slow reduction
+        finetune_into(out, args, setup)
+
+
+def finetune_into(out, args, setup):
     reduced = er.reduced_training_set(setup, args.importance, args.beam, args.reduce_limit)
     print('reduced training set: {} inputs from {} training examples'.format(
         len(reduced), args.reduce_limit or len(setup.splits.train)))

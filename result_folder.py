@@ -167,3 +167,39 @@ def discard(staging):
     """Remove a staging folder after a failure (only a marked one)."""
     if is_result_folder(staging):
         shutil.rmtree(staging)
+
+
+@contextlib.contextmanager
+def staged(folder, created_by):
+    """Build a run of `folder` in a marked staging sibling (the yielded path) and swap it
+    in when the block finishes; on any failure the staging folder is removed and
+    `folder` is left as it was. Call while holding the folder's lock."""
+    staging = new_staging(folder, created_by)
+    try:
+        yield staging
+    except BaseException:
+        discard(staging)
+        raise
+    swap_in(staging, folder)
+
+
+def check_new_out(out, force, flag='--out'):
+    """A new run may go to an absent or empty `out`; an existing one is refused unless
+    `force`, and then only a marked result folder of this tool is replaced."""
+    if os.path.lexists(out) and (not os.path.isdir(out) or os.path.islink(out)):
+        raise UserError('{} {} exists and is not a folder; pass another {}'.format(flag, out, flag))
+    if not os.path.isdir(out) or not os.listdir(out):
+        return
+    if not force:
+        raise UserError('{} {} already exists; pass --force to replace it (the old one stays '
+                        'until the new run has finished) or another {}'.format(flag, out, flag))
+    check_replaceable(out)
+
+
+def check_not_nested(out, parent, flag='--out'):
+    """UserError when result folder `out` is `parent` itself, inside it or holds it: a
+    run derived from another never replaces or lives inside its parent."""
+    out, parent = os.path.realpath(out), os.path.realpath(parent)
+    if out == parent or out.startswith(parent + os.sep) or parent.startswith(out + os.sep):
+        raise UserError('{} {} is, contains or lies inside the parent run {}; pass a folder '
+                        'of its own'.format(flag, out, parent))

@@ -311,13 +311,8 @@ def start(args, out):
     check_new_out(args, out)
     run = prepare(make_config(args), args.gpu)
     if os.path.isdir(out) and os.listdir(out):
-        staging = result_folder.new_staging(out, 'train_text_classifier.py')
-        try:
+        with result_folder.staged(out, 'train_text_classifier.py') as staging:
             train(run, staging)
-        except BaseException:
-            result_folder.discard(staging)
-            raise
-        result_folder.swap_in(staging, out)
         return
     created = not os.path.exists(out)
     result_folder.mark(out, 'train_text_classifier.py')

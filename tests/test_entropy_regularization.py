@@ -13,6 +13,7 @@ import finetune_entropy
 import model_setup
 import nlp_utils
 import reduce_inputs
+import result_folder
 from nlp_utils import UserError
 from test_end_to_end import train
 from test_interpretations import VOCAB, make_model, random_sentences
@@ -93,7 +94,9 @@ def test_finetuned_folder_loads_like_any_result_folder(parent, tmp_path):
                            parent_setup.model.predict_logits(inputs))   # it did change
     cache = out / 'reduced_train_gradient_beam5_limit30.json'
     assert len(json.loads(cache.read_text())['inputs']) >= 30
-    finetune_entropy.main(argv)            # its own folder may be replaced
+    with pytest.raises(UserError, match='already exists; pass --force'):
+        finetune_entropy.main(argv)        # an earlier fine-tune is kept unless asked
+    finetune_entropy.main(argv + ['--force'])   # ... and replaced when asked
     assert not [n for n in os.listdir(str(tmp_path)) if n.startswith('.')]   # no staging left
     # every other script reads it: input reduction with all importances and the DkNN
     reduce_inputs.main(['--model-setup', str(finetuned / 'args.json'), '--split', 'test',
@@ -132,7 +135,7 @@ def test_entropy_table_reuses_each_models_measurements_until_the_model_changes(
     entropy_results.main(argv)                       # other settings: both measured again
     assert len(measured) == 2
     finetune_entropy.main(['--model-setup', str(results / 'custom_cnn' / 'args.json'),
-                           '--epochs', '1', '--reduce-limit', '20', '--lr', '0.01'])
+                           '--epochs', '1', '--reduce-limit', '20', '--lr', '0.01', '--force'])
     measured.clear()
     entropy_results.main(argv)                       # a new fine-tuned model: only it
     assert measured == [str(results / 'custom_cnn_entropy')]
@@ -147,14 +150,58 @@ def test_foreign_folder_is_never_overwritten(parent, tmp_path):
     foreign = tmp_path / 'mine'
     foreign.mkdir()
     (foreign / 'keep.txt').write_text('x')
+    argv = ['--model-setup', str(out / 'args.json'), '--out', str(foreign)]
+    with pytest.raises(UserError, match='already exists; pass --force'):
+        finetune_entropy.main(argv)
     with pytest.raises(UserError, match='not a result folder made by this tool'):
-        finetune_entropy.main(['--model-setup', str(out / 'args.json'), '--out', str(foreign)])
+        finetune_entropy.main(argv + ['--force'])
     assert os.listdir(str(foreign)) == ['keep.txt']
+
+
+def test_finetune_never_replaces_another_run_or_its_parent(parent, tmp_path):
+    """The data-loss defects: --out naming the parent itself, a folder inside it or
+    another trained run (a marked result folder) are refused, --force or not, and the
+    runs stay byte-identical."""
+    out, folder = parent
+    other = tmp_path / 'other_run'
+    train(other, (str(folder / 'train.txt'), str(folder / 'test.txt')), '--epoch', '1')
+    before = {p: p.read_bytes() for run in (out, other) for p in run.iterdir() if p.is_file()}
+    base = ['--model-setup', str(out / 'args.json'), '--epochs', '1', '--reduce-limit', '5']
+    for target, force, message in ((out, ['--force'], 'parent run'),
+                                   (out / 'inside', [], 'parent run'),
+                                   (other, [], 'already exists; pass --force')):
+        with pytest.raises(UserError, match=message):
+            finetune_entropy.main(base + ['--out', str(target)] + force)
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_a_second_finetune_into_the_same_folder_is_refused_from_the_start(parent, tmp_path):
+    """The lock of --out is held for the whole run (reduction included), so a twin
+    run is refused at once instead of both reporting success."""
+    out, _ = parent
+    target = tmp_path / 'ft'
+    with result_folder.lock(str(target), 'another fine-tune'):
+        with pytest.raises(UserError, match='in use by .*another fine-tune'):
+            finetune_entropy.main(['--model-setup', str(out / 'args.json'), '--out',
+                                   str(target)])
+    assert not target.exists()
+
+
+@pytest.mark.parametrize('lr', ['inf', '1e6'])
+def test_a_diverging_finetune_writes_nothing(parent, tmp_path, lr):
+    out, _ = parent
+    target = tmp_path / 'ft'
+    argv = ['--model-setup', str(out / 'args.json'), '--out', str(target), '--epochs', '2',
+            '--reduce-limit', '30', '--lr', lr]
+    with pytest.raises(UserError, match='finite|diverged'):
+        finetune_entropy.main(argv)
+    assert not target.exists() and not [n for n in os.listdir(str(tmp_path))
+                                        if n.startswith('.')]
 
 
 @pytest.mark.parametrize('flags,message', [(['--lambda', '-1'], '--lambda must be >= 0'),
                                            (['--beam', '0'], '--beam 1 or more'),
-                                           (['--lr', '0'], '--lr must be > 0')])
+                                           (['--lr', '0'], '--lr must be a finite number > 0')])
 def test_finetune_bad_flags(parent, flags, message):
     out, _ = parent
     with pytest.raises(UserError, match=message):

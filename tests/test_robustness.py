@@ -542,7 +542,18 @@ def finetune_negative_lambda(c):
 @case('finetune', 'not a result folder made by this tool')
 def finetune_into_a_foreign_folder(c):
     c.write('mine/thesis.tex', 'years of work')
+    return ['--model-setup', c.setup, '--out', str(c.tmp / 'mine'), '--force']
+
+
+@case('finetune', 'already exists; pass --force')
+def finetune_into_an_existing_folder_unasked(c):
+    c.write('mine/thesis.tex', 'years of work')
     return ['--model-setup', c.setup, '--out', str(c.tmp / 'mine')]
+
+
+@case('finetune', 'parent run')
+def finetune_into_its_own_parent(c):
+    return ['--model-setup', c.setup, '--out', c.run, '--force']
 
 
 @pytest.mark.parametrize('cli_name, prepare, fragments', CASES)
