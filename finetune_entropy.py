@@ -13,11 +13,11 @@ same folder is refused at once.
 """
 import os
 
-import entropy_regularization as er
-import input_reduction
-import model_setup
+from deepknn.feng import entropy_regularization as er
+from deepknn.feng import input_reduction
+from deepknn import model_setup
 import nlp_utils
-import result_folder
+from deepknn import result_folder
 
 
 def parse_args(argv=None):

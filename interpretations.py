@@ -10,15 +10,15 @@ by saliency_report.py.
 """
 import os
 
-import dknn as dknn_lib
-import knn_index
-import model_setup
+from deepknn import dknn as dknn_lib
+from deepknn import knn_index
+from deepknn import model_setup
 import nlp_utils
-import result_folder
-import saliency
-import saliency_report
-import saliency_scores
-import scaling
+from deepknn import result_folder
+from deepknn import saliency
+from deepknn.reports import saliency_report
+from deepknn import saliency_scores
+from deepknn import calibration
 from nlp_utils import UserError
 
 
@@ -62,7 +62,7 @@ def page_settings(args, setup, methods):
     uses_dknn = args.neighbors or any(m in saliency.DKNN_METHODS for m in methods)
     return {'model': '{} {}'.format(setup.config['dataset'], setup.config['model']),
             'k': args.k if uses_dknn else None, 'backend': args.backend if uses_dknn else None,
-            'temperature': ('{:.3f}'.format(scaling.load_temperature(setup.result_dir))
+            'temperature': ('{:.3f}'.format(calibration.load_temperature(setup.result_dir))
                             if 'calibrated' in methods else None)}
 
 

@@ -16,16 +16,16 @@ import sys
 
 import numpy as np
 
-import dknn_evaluation
-import knn_index
-import model_setup
+from deepknn import dknn_evaluation
+from deepknn import knn_index
+from deepknn import model_setup
 import nets
 import nlp_utils
-import paper_analyses
-import plots
-import saliency_scores
-import scaling
-from tables import markdown_table, write_table
+from deepknn.reports import paper_analyses
+from deepknn.reports import plots
+from deepknn import saliency_scores
+from deepknn import calibration
+from deepknn.reports.tables import markdown_table, write_table
 from nlp_utils import UserError
 
 TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
@@ -232,9 +232,9 @@ def reliability(args):
                         '--backend {} first'.format(path, os.path.dirname(path), args.backend))
     with np.load(path, allow_pickle=False) as predictions:
         labels, probabilities = predictions['label'], predictions['softmax_probability']
-        curves = [scaling.reliability_curve('DkNN credibility', predictions['credibility'],
+        curves = [calibration.reliability_curve('DkNN credibility', predictions['credibility'],
                                             predictions['prediction'] == labels),
-                  scaling.reliability_curve('softmax confidence', probabilities.max(axis=1),
+                  calibration.reliability_curve('softmax confidence', probabilities.max(axis=1),
                                             probabilities.argmax(axis=1) == labels)]
     output = os.path.join(args.out, 'reliability_{}.png'.format(args.run))
     plots.save_figure(plots.reliability_figure(curves, '{} (test set)'.format(args.run)), output)

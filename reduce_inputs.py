@@ -13,16 +13,16 @@ import os
 import sys
 import time
 
-import dknn as dknn_lib
-import input_reduction
-import knn_index
-import model_setup
+from deepknn import dknn as dknn_lib
+from deepknn.feng import input_reduction
+from deepknn import knn_index
+from deepknn import model_setup
 import nlp_utils
-import reduction_report
-import result_folder
-import saliency
+from deepknn.reports import reduction_report
+from deepknn import result_folder
+from deepknn import saliency
 from nlp_utils import UserError
-from tables import write_table
+from deepknn.reports.tables import write_table
 
 # Table 2 of the paper, "Reduced length / Before" (SNLI, BIMPM, gradient importance).
 # The paper reports no SST number: blank there (None would read 'not run').

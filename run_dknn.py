@@ -12,12 +12,12 @@ writes dknn_<split>_<backend>.json and dknn_predictions_<split>_<backend>.npz.
 import os
 import sys
 
-import dknn as dknn_lib
-import dknn_evaluation
-import knn_index
-import model_setup
+from deepknn import dknn as dknn_lib
+from deepknn import dknn_evaluation
+from deepknn import knn_index
+from deepknn import model_setup
 import nlp_utils
-import result_folder
+from deepknn import result_folder
 from nlp_utils import UserError
 
 

@@ -18,17 +18,17 @@ import sys
 
 import numpy as np
 
-import dknn
-import knn_influence
-import knn_report
-import knn_representations as knn
-import model_setup
+from deepknn import dknn
+from deepknn.rajani import knn_influence
+from deepknn.reports import knn_report
+from deepknn.rajani import knn_representations as knn
+from deepknn import model_setup
 import nets
 import nlp_utils
-import result_folder
-import saliency_report
+from deepknn import result_folder
+from deepknn.reports import saliency_report
 from nlp_utils import UserError
-from tables import markdown_table, write_table
+from deepknn.reports.tables import markdown_table, write_table
 
 PAPER_TABLE4 = {'cad-snli': (75.7, 75.8), 'cad-snli-augmented': (70.5, 71.0)}   # BERT, kNN-BERT
 PAPER_TAU = {'cad-snli': 0.74, 'cad-snli-augmented': 0.53}                      # BERT

@@ -11,8 +11,8 @@ from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
-import data_files
-import text_readers
+from deepknn import data_files
+from deepknn import text_readers
 from nlp_utils import UserError
 
 Tokens = Union[List[str], Tuple[List[str], List[str]]]

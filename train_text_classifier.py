@@ -19,13 +19,13 @@ import numpy as np
 from chainer import training
 from chainer.training import extensions
 
-import data_files
-import model_setup
+from deepknn import data_files
+from deepknn import model_setup
 import nets
 import nlp_utils
-import result_folder
+from deepknn import result_folder
 import text_datasets
-import word_vectors
+from deepknn import word_vectors
 from nlp_utils import UserError
 
 SNAPSHOT = 'snapshot_latest.npz'

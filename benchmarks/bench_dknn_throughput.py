@@ -17,9 +17,9 @@ import numpy as np
 import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-import model_setup  # noqa: E402
+from deepknn import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
-import dknn as dknn_lib  # noqa: E402
+from deepknn import dknn as dknn_lib  # noqa: E402
 
 
 def per_example(setup, dknn, inputs):

@@ -15,8 +15,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-import input_reduction  # noqa: E402
-import model_setup  # noqa: E402
+from deepknn.feng import input_reduction  # noqa: E402
+from deepknn import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
 
 

@@ -16,11 +16,11 @@ import numpy as np
 import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-import saliency  # noqa: E402
-import model_setup  # noqa: E402
-import knn_index  # noqa: E402
+from deepknn import saliency  # noqa: E402
+from deepknn import model_setup  # noqa: E402
+from deepknn import knn_index  # noqa: E402
 import nlp_utils  # noqa: E402
-import dknn as dknn_lib  # noqa: E402
+from deepknn import dknn as dknn_lib  # noqa: E402
 
 
 def conformity_one_by_one(setup, dknn, tokens):

@@ -17,11 +17,11 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-import knn_representations as knn  # noqa: E402
-import model_setup  # noqa: E402
+from deepknn.rajani import knn_representations as knn  # noqa: E402
+from deepknn import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
 import scaling  # noqa: E402
-from tables import markdown_table, write_table  # noqa: E402
+from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 
 
 def median_seconds(function, repeats):
@@ -47,7 +47,7 @@ def bench(setup, k, temperature, tau, layer, batchsize, repeats):
     def added():
         for start in range(0, len(inputs), batchsize):
             batch = [layer_[start:start + batchsize] for layer_ in activations]
-            model_proba = scaling.softmax(batch[-1])
+            model_proba = calibration.softmax(batch[-1])
             knn_proba = classifier.probabilities(batch[layer], k, temperature)
             knn.backoff_predictions(model_proba, knn_proba, model_proba.max(axis=1), tau)
 

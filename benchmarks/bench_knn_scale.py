@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 
-from knn_index import make_index  # noqa: E402
+from deepknn.knn_index import make_index  # noqa: E402
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError, atomic_write_text, run_cli  # noqa: E402
 

@@ -20,13 +20,13 @@ import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
-import dknn  # noqa: E402
-import knn_influence  # noqa: E402
-import knn_representations as knn  # noqa: E402
-import model_setup  # noqa: E402
+from deepknn import dknn  # noqa: E402
+from deepknn.rajani import knn_influence  # noqa: E402
+from deepknn.rajani import knn_representations as knn  # noqa: E402
+from deepknn import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
-import result_folder  # noqa: E402
-from tables import markdown_table, write_table  # noqa: E402
+from deepknn import result_folder  # noqa: E402
+from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 
 # Paper (BERT, 1,666 pairs): drops of 4.6 vs 1.2 points at 10%, a further 6 vs 4 at 30%.
 PAPER_DROPS = {0.1: (4.6, 1.2), 0.3: (10.6, 5.2)}

@@ -7,8 +7,8 @@ import chainer
 import numpy as np
 import pytest
 
-import model_setup
-import dknn as dknn_lib
+from deepknn import model_setup
+from deepknn import dknn as dknn_lib
 import run_dknn
 import train_text_classifier
 from nlp_utils import UserError

@@ -7,13 +7,13 @@ import chainer
 import numpy as np
 import pytest
 
-import entropy_regularization as er
-import entropy_results
+from deepknn.feng import entropy_regularization as er
+from deepknn.feng import measures as entropy_results
 import finetune_entropy
-import model_setup
+from deepknn import model_setup
 import nlp_utils
 import reduce_inputs
-import result_folder
+from deepknn import result_folder
 from nlp_utils import UserError
 from test_end_to_end import train
 from test_interpretations import VOCAB, make_model, random_sentences

@@ -5,8 +5,8 @@ import types
 import numpy as np
 import pytest
 
-import input_reduction as ir
-import saliency
+from deepknn.feng import input_reduction as ir
+from deepknn import saliency
 import nlp_utils
 from nlp_utils import UserError
 from test_interpretations import VOCAB, make_setup, random_sentences
@@ -176,7 +176,7 @@ def test_bad_input_is_one_line_user_error(cnn):
 
 
 def test_report_escapes_every_text_and_strikes_the_removed_words():
-    import reduction_report
+    from deepknn.reports import reduction_report
     vocab = {'<eos>': 0, '<unk>': 1, '<b>': 2, 'fine': 3, '&': 4}
     reduction = ir.Reduction(['<b>', 'fine', '&', 'x"y'], ['fine'], (1,), [['fine']],
                              ['a<i>'], 0, 0, 0.9, 0.95, 3)

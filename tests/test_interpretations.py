@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 import interpretations as interp
-import saliency
-import saliency_report
-import saliency_scores
+from deepknn import saliency
+from deepknn.reports import saliency_report
+from deepknn import saliency_scores
 import nets
 import nlp_utils
-import dknn as dknn_lib
+from deepknn import dknn as dknn_lib
 from nlp_utils import UserError
-from dknn import DkNN
+from deepknn.dknn import DkNN
 
 WORDS = ['good', 'bad', 'movie', 'the', 'a', 'not', 'great', 'film', 'plot', 'very', 'dull', 'fun']
 VOCAB = {nlp_utils.EOS: 0, nlp_utils.UNK: 1, **{w: i + 2 for i, w in enumerate(WORDS)}}
@@ -480,7 +480,7 @@ def test_cli_writes_html_and_png(setup_and_dknn, tmp_path, monkeypatch):
 
 def test_cli_writes_page_csv_and_png_together_or_not_at_all(setup_and_dknn, tmp_path,
                                                             monkeypatch):
-    import plots
+    from deepknn.reports import plots
     setup, dknn = setup_and_dknn
     monkeypatch.setattr(interp.model_setup, 'load_setup', lambda *args: setup)
     paths = [tmp_path / name for name in ('maps.html', 'maps.csv', 'maps.png')]

@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
-import knn_influence
-import knn_representations as knn
+from deepknn.rajani import knn_influence
+from deepknn.rajani import knn_representations as knn
 import text_datasets
 from nlp_utils import UserError
 
@@ -177,7 +177,7 @@ def test_bad_training_changes_name_the_flag(kwargs, message):
 
 def test_training_flags_are_recorded_and_reproduced_at_load(tmp_path):
     import json
-    import model_setup
+    from deepknn import model_setup
     import train_text_classifier
     from test_end_to_end import synthetic_lines
     (tmp_path / 'train.txt').write_text(synthetic_lines(120, 0))

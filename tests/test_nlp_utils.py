@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nlp_utils
-import word_vectors
+from deepknn import word_vectors
 from nlp_utils import UserError
 
 VECTORS = 'the 1 0 0\ngood 0 1 0\nMovie 0 0 1\nmovie 5 5 5\n'

@@ -4,10 +4,10 @@ import types
 
 import numpy as np
 
-import paper_analyses
+from deepknn.reports import paper_analyses
 import paper_results
-import tables
-from saliency import Interpretation
+from deepknn.reports import tables
+from deepknn.saliency import Interpretation
 
 
 def test_terribly_paraphrases_replace_each_great_of_positive_sentences():

@@ -12,7 +12,7 @@ import pytest
 import cli_helpers
 import nlp_utils
 import paper_results
-import result_folder
+from deepknn import result_folder
 import train_text_classifier
 from cli_helpers import assert_one_line_error, cli, lines, snapshot, train_argv
 

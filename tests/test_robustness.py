@@ -18,7 +18,7 @@ import finetune_entropy
 import interpretations
 import paper_results
 import reduce_inputs
-import result_folder
+from deepknn import result_folder
 import run_dknn
 import run_knn_representations
 import scaling
@@ -605,8 +605,8 @@ def test_a_corrupt_activation_cache_is_rebuilt_with_a_warning(runs, tmp_path, ca
 
 def test_changed_data_with_the_same_line_count_is_not_served_stale_activations(
         runs, tmp_path, capsys):
-    import dknn as dknn_lib
-    import model_setup
+    from deepknn import dknn as dknn_lib
+    from deepknn import model_setup
     run = copy_run(runs['folder'] / 'binary', tmp_path)
     setup = model_setup.load_setup(run)
     key = dknn_lib.activation_key(setup)

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-import knn_representations as knn
-import model_setup
+from deepknn.rajani import knn_representations as knn
+from deepknn import model_setup
 import run_knn_representations as cli
 import train_text_classifier
 from nlp_utils import UserError

@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-import plots
-import scaling
+from deepknn.reports import plots
+from deepknn import calibration
 from nlp_utils import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,7 +16,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def sample_labels(logits, temperature, seed):
     """Labels drawn from softmax(logits / temperature), one per row."""
-    probs = scaling.softmax(logits, temperature)
+    probs = calibration.softmax(logits, temperature)
     uniform = np.random.RandomState(seed).rand(len(probs), 1)
     # Inverse-CDF sampling; the min() guards against a cumulative sum of 0.9999999.
     return np.minimum((probs.cumsum(axis=1) < uniform).sum(axis=1), probs.shape[1] - 1)
@@ -30,42 +30,42 @@ def synthetic(temperature, n=20000, n_classes=5, seed=0):
 # ---------------------------------------------------------------- softmax and NLL
 def test_softmax_rows_sum_to_one_and_ignore_constant_shift():
     logits = np.random.RandomState(0).normal(0, 10, (50, 7))
-    probs = scaling.softmax(logits, 0.7)
+    probs = calibration.softmax(logits, 0.7)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
-    np.testing.assert_allclose(scaling.softmax(logits + 1000.0, 0.7), probs, atol=1e-12)
-    assert np.all(np.isfinite(scaling.softmax(logits * 1e4)))
+    np.testing.assert_allclose(calibration.softmax(logits + 1000.0, 0.7), probs, atol=1e-12)
+    assert np.all(np.isfinite(calibration.softmax(logits * 1e4)))
 
 
 def test_softmax_and_nll_match_hand_values():
     logits = np.array([[np.log(3.0), 0.0]])
-    np.testing.assert_allclose(scaling.softmax(logits), [[0.75, 0.25]])
+    np.testing.assert_allclose(calibration.softmax(logits), [[0.75, 0.25]])
     # T = 2 halves the log-odds: probabilities sqrt(3) : 1.
-    np.testing.assert_allclose(scaling.softmax(logits, 2.0)[0, 0], np.sqrt(3) / (np.sqrt(3) + 1))
-    assert scaling.nll(logits, [1]) == pytest.approx(np.log(4.0))
+    np.testing.assert_allclose(calibration.softmax(logits, 2.0)[0, 0], np.sqrt(3) / (np.sqrt(3) + 1))
+    assert calibration.nll(logits, [1]) == pytest.approx(np.log(4.0))
 
 
 # ---------------------------------------------------------------- fitting T
 @pytest.mark.parametrize('true_temperature', [0.5, 2.0])
 def test_fit_temperature_recovers_the_generating_temperature(true_temperature):
     logits, labels = synthetic(true_temperature)
-    fitted = scaling.fit_temperature(logits, labels)
+    fitted = calibration.fit_temperature(logits, labels)
     assert fitted == pytest.approx(true_temperature, rel=0.04)
-    assert scaling.nll(logits, labels, fitted) <= scaling.nll(logits, labels)
+    assert calibration.nll(logits, labels, fitted) <= calibration.nll(logits, labels)
 
 
 def test_fit_temperature_is_a_precise_deterministic_minimum():
     logits, labels = synthetic(1.6, n=3000, seed=5)
-    fitted = scaling.fit_temperature(logits, labels)
-    assert scaling.fit_temperature(logits, labels) == fitted
-    best = scaling.nll(logits, labels, fitted)
+    fitted = calibration.fit_temperature(logits, labels)
+    assert calibration.fit_temperature(logits, labels) == fitted
+    best = calibration.nll(logits, labels, fitted)
     for step in (1 - 1e-3, 1 + 1e-3):
-        assert best <= scaling.nll(logits, labels, fitted * step)
+        assert best <= calibration.nll(logits, labels, fitted * step)
 
 
 def test_fit_temperature_sharpens_underconfident_logits():
     logits, labels = synthetic(1.0, n=5000, seed=2)
     # Dividing the logits by 3 is undone by T = 1/3.
-    assert scaling.fit_temperature(logits / 3.0, labels) == pytest.approx(1 / 3.0, rel=0.05)
+    assert calibration.fit_temperature(logits / 3.0, labels) == pytest.approx(1 / 3.0, rel=0.05)
 
 
 # ---------------------------------------------------------------- ECE and bins
@@ -77,13 +77,13 @@ def test_ece_on_a_hand_made_example():
                       [0.62, 0.38]])  # conf 0.62, bin 9, wrong
     labels = np.array([0, 0, 0, 1, 1])
     expected = (abs(1 - 0.95) + 2 * abs(0.5 - 0.905) + abs(1 - 0.70) + abs(0 - 0.62)) / 5
-    assert scaling.expected_calibration_error(probs, labels) == pytest.approx(expected)
+    assert calibration.expected_calibration_error(probs, labels) == pytest.approx(expected)
 
 
 def test_reliability_bins_contents():
     confidences = np.array([0.0, 0.2, 0.5, 0.75, 1.0])
     correct = np.array([True, False, True, True, False])
-    bins = scaling.reliability_bins(confidences, correct, n_bins=4)
+    bins = calibration.reliability_bins(confidences, correct, n_bins=4)
     np.testing.assert_allclose(bins['bin_lower'], [0, 0.25, 0.5, 0.75])
     np.testing.assert_allclose(bins['bin_upper'], [0.25, 0.5, 0.75, 1.0])
     # Bins are (lower, upper]: 0.5 falls in the second bin, 0.75 in the third, 0 in the first.
@@ -94,7 +94,7 @@ def test_reliability_bins_contents():
 
 def test_reliability_bins_counts_sum_to_n_and_empty_bins_are_nan():
     confidences = np.random.RandomState(3).uniform(0.5, 1.0, 1000)
-    bins = scaling.reliability_bins(confidences, confidences > 0.7)
+    bins = calibration.reliability_bins(confidences, confidences > 0.7)
     assert bins['count'].sum() == 1000
     assert len(bins['count']) == 15
     empty = bins['count'] == 0
@@ -105,15 +105,15 @@ def test_reliability_bins_counts_sum_to_n_and_empty_bins_are_nan():
 
 def test_ece_is_near_zero_when_calibrated_and_large_when_not():
     logits, labels = synthetic(1.0, n=50000, seed=7)
-    calibrated = scaling.expected_calibration_error(scaling.softmax(logits), labels)
-    overconfident = scaling.expected_calibration_error(scaling.softmax(logits, 0.3), labels)
+    calibrated = calibration.expected_calibration_error(calibration.softmax(logits), labels)
+    overconfident = calibration.expected_calibration_error(calibration.softmax(logits, 0.3), labels)
     assert calibrated < 0.01
     assert overconfident > 0.05
 
 
 def test_temperature_scaling_reduces_ece_and_nll():
     logits, labels = synthetic(2.5, n=10000, seed=11)
-    summary = scaling.calibration_summary(logits, labels)
+    summary = calibration.calibration_summary(logits, labels)
     assert summary['nll_after'] < summary['nll_before']
     assert summary['ece_after'] < summary['ece_before'] / 3
     assert summary['n_calib'] == 10000 and summary['n_bins'] == 15
@@ -130,7 +130,7 @@ def test_temperature_scaling_reduces_ece_and_nll():
     (np.zeros((2, 3)), np.array([0.0, 1.0])),               # float labels
 ])
 def test_bad_inputs_raise_user_error(logits, labels):
-    for call in (scaling.fit_temperature, scaling.nll, scaling.expected_calibration_error):
+    for call in (calibration.fit_temperature, calibration.nll, calibration.expected_calibration_error):
         with pytest.raises(UserError) as info:
             call(logits, labels)
         assert '\n' not in str(info.value)
@@ -138,11 +138,11 @@ def test_bad_inputs_raise_user_error(logits, labels):
 
 def test_bad_confidences_and_temperatures_raise_user_error():
     with pytest.raises(UserError):
-        scaling.reliability_bins(np.array([]), np.array([], dtype=bool))
+        calibration.reliability_bins(np.array([]), np.array([], dtype=bool))
     with pytest.raises(UserError):
-        scaling.reliability_bins(np.array([0.5, 1.5]), np.array([True, False]))
+        calibration.reliability_bins(np.array([0.5, 1.5]), np.array([True, False]))
     with pytest.raises(UserError):
-        scaling.softmax(np.zeros((2, 2)), temperature=0.0)
+        calibration.softmax(np.zeros((2, 2)), temperature=0.0)
 
 
 # ---------------------------------------------------------------- files
@@ -151,8 +151,8 @@ def test_reliability_diagram_writes_a_png(tmp_path):
     confidences = rng.uniform(0.3, 1.0, 500)
     path = tmp_path / 'sub' / 'diagram.png'
     plots.save_figure(plots.reliability_figure([
-        scaling.reliability_curve('softmax', confidences, rng.rand(500) < confidences),
-        scaling.reliability_curve('credibility', confidences ** 2, rng.rand(500) < confidences),
+        calibration.reliability_curve('softmax', confidences, rng.rand(500) < confidences),
+        calibration.reliability_curve('credibility', confidences ** 2, rng.rand(500) < confidences),
     ], 'test'), str(path))
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert path.stat().st_size > 1000
@@ -161,14 +161,14 @@ def test_reliability_diagram_writes_a_png(tmp_path):
 
 def test_load_temperature_round_trip_and_missing_file(tmp_path):
     with pytest.raises(UserError) as info:
-        scaling.load_temperature(str(tmp_path))
+        calibration.load_temperature(str(tmp_path))
     expected = 'no temperature.json in {0}; run python scaling.py --model-setup {0}/args.json first'
     assert str(info.value) == expected.format(tmp_path)
     (tmp_path / 'temperature.json').write_text(json.dumps({'temperature': 1.7}))
-    assert scaling.load_temperature(str(tmp_path)) == 1.7
+    assert calibration.load_temperature(str(tmp_path)) == 1.7
     (tmp_path / 'temperature.json').write_text(json.dumps({'temperature': -1}))
     with pytest.raises(UserError):
-        scaling.load_temperature(str(tmp_path))
+        calibration.load_temperature(str(tmp_path))
 
 
 FAKE_MODEL_SETUP = '''
@@ -196,7 +196,7 @@ RUNNER = '''
 import runpy
 import sys
 import fake_model_setup
-sys.modules['model_setup'] = fake_model_setup
+sys.modules['deepknn.model_setup'] = fake_model_setup
 sys.argv = [{script!r}] + sys.argv[1:]
 runpy.run_path({script!r}, run_name='__main__')
 '''
@@ -226,7 +226,7 @@ def test_cli_writes_temperature_json_and_diagram(tmp_path):
     assert saved['temperature'] > 1 and saved['nll_after'] < saved['nll_before']
     assert saved['n_calib'] == 2000 and saved['n_bins'] == 15
     assert (result_dir / 'reliability_temperature.png').stat().st_size > 1000
-    assert scaling.load_temperature(str(result_dir)) == saved['temperature']
+    assert calibration.load_temperature(str(result_dir)) == saved['temperature']
 
 
 def test_cli_refuses_an_empty_calibration_split(tmp_path):
@@ -243,7 +243,7 @@ def test_temperature_at_the_first_bound_widens_the_search():
     logits = np.array([[0.0, 1e-3], [1e-3, 0.0]] * 10)
     labels = np.array([1, 0] * 10)
     with pytest.warns(UserWarning, match='lies at the edge of the search range'):
-        temperature = scaling.fit_temperature(logits, labels)
+        temperature = calibration.fit_temperature(logits, labels)
     assert temperature < np.exp(-5.0)   # beyond the first range: it was widened
 
 
@@ -254,4 +254,4 @@ def test_temperature_inside_the_range_gives_no_warning():
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter('error')
-        assert np.exp(-5) < scaling.fit_temperature(logits, labels) < np.exp(5)
+        assert np.exp(-5) < calibration.fit_temperature(logits, labels) < np.exp(5)

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-import data_files  # noqa: E402
+from deepknn import data_files  # noqa: E402
 import text_datasets  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 from text_datasets import load_dataset, make_splits  # noqa: E402

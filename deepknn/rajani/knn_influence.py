@@ -7,9 +7,9 @@ against. Methods return plain arrays and dicts; rendering is in knn_report.py.
 """
 import numpy as np
 
-import dknn
-import knn_representations as knn
-import scaling
+from deepknn import dknn
+from deepknn.rajani import knn_representations as knn
+from deepknn import calibration
 from nlp_utils import UserError
 
 
@@ -118,7 +118,7 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16):
     dev_activations, dev_proba = knn.split_outputs(setup, setup.dev, batchsize)
     nearest = classifier.neighbors(dev_activations[layer], 1)
     candidates = candidate_mislabeled(dev_proba.argmax(axis=1), nearest)
-    losses = training_losses(scaling.softmax(train_vectors[-1]), classifier.labels)
+    losses = training_losses(calibration.softmax(train_vectors[-1]), classifier.labels)
     rankings = {'training loss': loss_ranking(losses),
                 'kNN self-vote': self_vote_ranking(classifier, train_vectors[layer], losses,
                                                    k_self)}

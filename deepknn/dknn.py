@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 import tqdm
 
-import knn_index
+from deepknn import knn_index
 import nlp_utils
 from nlp_utils import UserError
 

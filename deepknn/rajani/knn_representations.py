@@ -17,9 +17,9 @@ import dataclasses
 
 import numpy as np
 
-import dknn
-import knn_index
-import scaling
+from deepknn import dknn
+from deepknn import knn_index
+from deepknn import calibration
 from nlp_utils import UserError
 
 EPSILON = 1e-5                      # the paper's epsilon in (h - mu) / (sigma + epsilon)
@@ -216,7 +216,7 @@ def split_outputs(setup, examples, batchsize=64):
     (ids, label) examples, from one forward pass."""
     activations = dknn.checked_activations(setup.model.layer_activations(
         [x for x, _ in examples], batchsize), 'evaluation')
-    return activations, scaling.softmax(activations[-1])
+    return activations, calibration.softmax(activations[-1])
 
 
 def labels_of(examples):

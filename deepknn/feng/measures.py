@@ -17,17 +17,17 @@ import sys
 
 import numpy as np
 
-import dknn as dknn_lib
-import dknn_evaluation
-import input_reduction
-import knn_index
-import model_setup
+from deepknn import dknn as dknn_lib
+from deepknn import dknn_evaluation
+from deepknn.feng import input_reduction
+from deepknn import knn_index
+from deepknn import model_setup
 import nlp_utils
-import result_folder
-import saliency
-import saliency_scores
+from deepknn import result_folder
+from deepknn import saliency
+from deepknn import saliency_scores
 from nlp_utils import UserError
-from tables import write_table
+from deepknn.reports.tables import write_table
 
 HIGHLIGHT_METHODS = ('gradient', 'confidence', 'conformity')
 # Table 2 of the paper: SNLI (BIMPM, full train) accuracy and reduced length, before/after.

@@ -8,8 +8,8 @@ import numpy as np
 import tqdm
 
 import nlp_utils
-import scaling
-from dknn import checked_activations
+from deepknn import calibration
+from deepknn.dknn import checked_activations
 from nlp_utils import UserError
 
 
@@ -42,7 +42,7 @@ def _evaluation(dknn, batches, labels):
         for layers, logits in batches:
             result = dknn.predict_from_activations(layers)
             if logits is not None:
-                result['softmax_probability'] = scaling.softmax(logits)
+                result['softmax_probability'] = calibration.softmax(logits)
             results.append(result)
             bar.update(len(layers[0]))
     merged = {key: np.concatenate([r[key] for r in results]) for key in results[0]}

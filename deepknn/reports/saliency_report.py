@@ -16,8 +16,8 @@ import numpy as np  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 
 import nlp_utils  # noqa: E402
-import plots  # noqa: E402
-from saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, normalize  # noqa: E402
+from deepknn.reports import plots  # noqa: E402
+from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, normalize  # noqa: E402
 
 
 # Penn Treebank escapes in the SST/TREC files, shown as what they stand for.

@@ -46,9 +46,9 @@ from typing import Optional
 import numpy as np
 import tqdm
 
-import dknn as dknn_lib
+from deepknn import dknn as dknn_lib
 import nlp_utils
-import scaling
+from deepknn import calibration
 from nlp_utils import UserError
 
 METHODS = ('conformity', 'confidence', 'calibrated', 'gradient')
@@ -217,7 +217,7 @@ class ConfidenceLOO(LeaveOneOut):
     temperature = 1.0
 
     def class_scores(self, outputs):
-        probabilities = scaling.softmax(outputs.logits, self.temperature)
+        probabilities = calibration.softmax(outputs.logits, self.temperature)
         return probabilities, probabilities.argmax(axis=1)
 
 
@@ -299,7 +299,7 @@ class Gradient(Interpreter):
         results = [None] * len(examples)
         for chunk in chunked_rows(rows, batchsize, progress):
             inputs = [row for _, _, row in chunk]
-            probabilities = scaling.softmax(self.model.predict_logits(inputs, len(inputs)))
+            probabilities = calibration.softmax(self.model.predict_logits(inputs, len(inputs)))
             predicted = probabilities.argmax(axis=1)
             gradients = self.model.input_gradients(inputs, predicted, len(inputs))
             for (owner, _, _), p, y, gradient in zip(chunk, probabilities, predicted, gradients):
@@ -333,7 +333,7 @@ def make_interpreter(method, setup, dknn=None):
         return ConfidenceLOO(setup.model, setup.vocab)
     if method == 'calibrated':
         return CalibratedConfidenceLOO(setup.model, setup.vocab,
-                                       scaling.load_temperature(setup.result_dir))
+                                       calibration.load_temperature(setup.result_dir))
     if dknn is None:
         dknn = dknn_lib.dknn_from_setup(setup)
     return {'conformity': ConformityLOO, 'credibility': CredibilityLOO}[method](

@@ -7,18 +7,18 @@ import sys
 
 import numpy as np
 
-import dknn as dknn_lib
-import model_setup
+from deepknn import dknn as dknn_lib
+from deepknn import model_setup
 import nets
 import nlp_utils
-import result_folder
-import saliency
-import saliency_report
-import saliency_scores
-import scaling
+from deepknn import result_folder
+from deepknn import saliency
+from deepknn.reports import saliency_report
+from deepknn import saliency_scores
+from deepknn import calibration
 import text_datasets
 from nlp_utils import UserError
-from tables import markdown_table, write_table
+from deepknn.reports.tables import markdown_table, write_table
 
 # Table 2's SST test sentences (as fragments of the tokenized, lowercased text).
 TABLE2_FRAGMENTS = ['an intelligent fiction about learning through cultural clash',
@@ -67,7 +67,7 @@ def load_run(args, needs_temperature=False, check=None):
     if check is not None:
         check(setup, args)
     if needs_temperature:
-        scaling.load_temperature(setup.result_dir)
+        calibration.load_temperature(setup.result_dir)
     with result_folder.lock(setup.result_dir, 'paper_results.py'):   # DkNN caches
         dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
     return setup, dknn

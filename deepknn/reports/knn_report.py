@@ -7,9 +7,9 @@ import html
 
 import numpy as np
 
-import saliency_report
+from deepknn.reports import saliency_report
 import nlp_utils
-import plots  # noqa: I100 (selects the headless backend before pyplot is imported)
+from deepknn.reports import plots  # noqa: I100 (selects the headless backend before pyplot is imported)
 import matplotlib.pyplot as plt  # noqa: E402
 
 

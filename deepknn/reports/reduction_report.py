@@ -9,8 +9,8 @@ import json
 import numpy as np
 
 import nlp_utils
-import plots
-import saliency_report
+from deepknn.reports import plots
+from deepknn.reports import saliency_report
 import matplotlib.pyplot as plt  # noqa: E402 (plots chose the backend)
 
 

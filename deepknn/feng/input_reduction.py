@@ -26,8 +26,8 @@ from typing import Optional
 import numpy as np
 import tqdm
 
-import saliency
-import scaling
+from deepknn import saliency
+from deepknn import calibration
 from nlp_utils import UserError
 
 IMPORTANCES = ('gradient', 'confidence', 'conformity')
@@ -191,7 +191,7 @@ def before_after(model, vocab, reductions, dknn=None, batchsize=saliency.DEFAULT
     for chunk in saliency.chunked_rows([[x] for x in inputs], batchsize):
         owners = [owner for owner, _, _ in chunk]
         outputs = saliency.ChunkOutputs(model, [row for _, _, row in chunk])
-        p = scaling.softmax(outputs.logits)
+        p = calibration.softmax(outputs.logits)
         if probabilities.shape[1] == 0:
             probabilities = np.empty((2 * n, p.shape[1]))
         probabilities[owners] = p

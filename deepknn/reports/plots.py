@@ -29,7 +29,7 @@ def save_figure(figure, path, dpi=120):
 def reliability_figure(curves, title):
     """A one-panel reliability diagram (a matplotlib figure to save).
 
-    curves: list of scaling.reliability_curve(...) dicts (label, bins, ece), e.g. softmax
+    curves: list of calibration.reliability_curve(...) dicts (label, bins, ece), e.g. softmax
     confidence before/after temperature scaling, or DkNN credibility. Each curve is drawn
     as bars of accuracy per equal-width confidence bin, side by side within a bin,
     against the diagonal of perfect calibration; the legend gives each curve's ECE.

@@ -18,10 +18,10 @@ import chainer.functions as F
 import numpy as np
 import tqdm
 
-import dknn as dknn_lib
-import input_reduction
+from deepknn import dknn as dknn_lib
+from deepknn.feng import input_reduction
 import nlp_utils
-import result_folder
+from deepknn import result_folder
 from nlp_utils import UserError
 
 # The paper gives no values for these; ours (see README): lambda 1, Adam 1e-4, 3 epochs.

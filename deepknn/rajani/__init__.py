@@ -1,0 +1,1 @@
+"""Rajani et al. 2020: kNN over hidden representations (backoff, influential and mislabeled training examples)."""

@@ -1,0 +1,1 @@
+"""Everything drawn or written for a reader: plots, tables, HTML pages, paper analyses."""
