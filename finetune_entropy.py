@@ -13,6 +13,7 @@ same folder is refused at once.
 """
 import os
 
+from deepknn import cli
 from deepknn.feng import entropy_regularization as er
 from deepknn.feng import input_reduction
 from deepknn import model_setup
@@ -21,15 +22,14 @@ from deepknn import result_folder
 
 
 def parse_args(argv=None):
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True, help='results/<run>/args.json (parent)')
+    parser = cli.parser(__doc__)
+    cli.add_model_setup(parser, help='args.json of the parent run (or its folder)')
     parser.add_argument('--lambda', dest='lam', type=float, default=er.DEFAULT_LAMBDA,
                         help='weight of the entropy on reduced inputs (>= 0)')
     parser.add_argument('--lr', type=float, default=er.DEFAULT_LR, help='Adam learning rate')
     parser.add_argument('--epochs', type=nlp_utils.positive_int, default=er.DEFAULT_EPOCHS,
                         help='fine-tuning epochs')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
-                        help='examples per batch (regular and reduced alike)')
+    cli.add_batchsize(parser, help='examples per batch (regular and reduced alike)')
     parser.add_argument('--importance', choices=input_reduction.IMPORTANCES[:2],
                         default='gradient', help='importance used to reduce the training set')
     parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
@@ -41,8 +41,7 @@ def parse_args(argv=None):
     parser.add_argument('--force', action='store_true',
                         help='replace an existing --out result folder once the new run has '
                              'finished (the old one is kept if it fails)')
-    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
-    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
+    cli.add_device(parser)
     return parser.parse_args(argv)
 
 

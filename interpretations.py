@@ -10,8 +10,8 @@ by saliency_report.py.
 """
 import os
 
+from deepknn import cli
 from deepknn import dknn as dknn_lib
-from deepknn import knn_index
 from deepknn import model_setup
 import nlp_utils
 from deepknn import result_folder
@@ -24,8 +24,8 @@ from nlp_utils import UserError
 
 # ---------------------------------------------------------------- CLI
 def parse_args(argv=None):
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True, help='results/<dataset>_<model>/args.json')
+    parser = cli.parser(__doc__)
+    cli.add_model_setup(parser)
     parser.add_argument('--methods', default=','.join(saliency.DEFAULT_METHODS),
                         help='comma-separated, from {}'.format(', '.join(saliency.ALL_METHODS)))
     evaluated = parser.add_mutually_exclusive_group()
@@ -45,15 +45,10 @@ def parse_args(argv=None):
                              "'per-sign' or 'half-scale' (the authors' code)")
     parser.add_argument('--neighbors', type=nlp_utils.non_negative_int, default=0,
                         help='show the N nearest training examples (final DkNN layer)')
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=75,
-                        help='DkNN neighbours per layer')
-    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
-                        help='DkNN nearest-neighbour backend')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int,
-                        default=saliency.DEFAULT_BATCHSIZE,
-                        help='rows (leave-one-out variants) per model batch and DkNN query')
-    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
-    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
+    cli.add_dknn(parser)
+    cli.add_batchsize(parser, saliency.DEFAULT_BATCHSIZE,
+                      'rows (leave-one-out variants) per model batch and DkNN query')
+    cli.add_device(parser)
     return parser.parse_args(argv)
 
 

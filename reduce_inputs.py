@@ -13,9 +13,9 @@ import os
 import sys
 import time
 
+from deepknn import cli
 from deepknn import dknn as dknn_lib
 from deepknn.feng import input_reduction
-from deepknn import knn_index
 from deepknn import model_setup
 import nlp_utils
 from deepknn.reports import reduction_report
@@ -30,8 +30,8 @@ PAPER_REDUCED_LENGTH = {'snli': 1.50, 'cad-snli': 1.50}
 
 
 def parse_args(argv=None):
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True, help='results/<run>/args.json')
+    parser = cli.parser(__doc__)
+    cli.add_model_setup(parser)
     parser.add_argument('--importance', default='gradient',
                         help='comma-separated, from {}'.format(
                             ', '.join(input_reduction.IMPORTANCES)))
@@ -43,16 +43,10 @@ def parse_args(argv=None):
                         help='maximum beam size k (the paper: 5)')
     parser.add_argument('--no-dknn', action='store_true',
                         help='skip DkNN credibility (conformity importance needs the DkNN)')
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=75,
-                        help='DkNN neighbours per layer')
-    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
-                        help='DkNN backend (faiss flat: exact, the fastest here)')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int,
-                        default=saliency.DEFAULT_BATCHSIZE,
-                        help='rows per model batch and DkNN query')
+    cli.add_dknn(parser)
+    cli.add_batchsize(parser, saliency.DEFAULT_BATCHSIZE, 'rows per model batch and DkNN query')
     parser.add_argument('--out', default='results', help='folder for table, figures, HTML')
-    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
-    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
+    cli.add_device(parser)
     return parser.parse_args(argv)
 
 

@@ -12,9 +12,9 @@ writes dknn_<split>_<backend>.json and dknn_predictions_<split>_<backend>.npz.
 import os
 import sys
 
+from deepknn import cli
 from deepknn import dknn as dknn_lib
 from deepknn import dknn_evaluation
-from deepknn import knn_index
 from deepknn import model_setup
 import nlp_utils
 from deepknn import result_folder
@@ -22,9 +22,9 @@ from nlp_utils import UserError
 
 
 def parse_args(argv=None):
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = cli.parser(__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument('--model-setup', help='results/<dataset>_<model>/args.json')
+    cli.add_model_setup(source, required=False)
     source.add_argument('--activations', metavar='DIR',
                         help='a folder with train.npz, calib.npz and test.npz (arrays layer_0, '
                              'layer_1, ..., labels, optionally logits) from any framework')
@@ -35,16 +35,13 @@ def parse_args(argv=None):
                            help="evaluate this file instead, in the training data's format")
     parser.add_argument('--out', default=None,
                         help='folder for the report (default: the result folder, or DIR)')
-    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
-                        help='nearest-neighbour search: faiss (exact by default, the fastest), '
-                             "kdtree (the paper's; same neighbours), lsh (approximate)")
+    cli.add_backend(parser, help='nearest-neighbour search: faiss (exact by default, the '
+                    "fastest), kdtree (the paper's; same neighbours), lsh (approximate)")
     parser.add_argument('--lsh', dest='backend', action='store_const', const='lsh',
                         help='alias of --backend lsh (the original flag)')
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
-                        help='inputs per model batch')
-    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
-    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
+    cli.add_k(parser)
+    cli.add_batchsize(parser)
+    cli.add_device(parser)
     parser.add_argument('--neighbor-labels', choices=('gold', 'predicted'), default='gold',
                         help="training labels (gold, like the original code) or the model's "
                              "predictions (as the paper's text says)")

@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 
+from deepknn import cli
 from deepknn import dknn
 from deepknn.rajani import knn_influence
 from deepknn.reports import knn_report
@@ -228,18 +229,16 @@ def detect(args):
 
 # ---------------------------------------------------------------- flags
 def parse_args(argv=None):
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = cli.parser(__doc__)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument('--layer', type=int, default=-2,
                         help='activation layer (default -2: the last hidden layer)')
-    common.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
-                        help='inputs per model batch')
-    common.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
-    common.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
+    cli.add_batchsize(common)
+    cli.add_device(common)
     commands = parser.add_subparsers(dest='command', required=True)
     sub = commands.add_parser('backoff', parents=[common], help='kNN backoff, Tables 4 and 5')
-    sub.add_argument('--model-setup', nargs='+', required=True, help='results/RUN/args.json ...')
-    sub.add_argument('--dknn-k', type=nlp_utils.positive_int, default=75,
+    cli.add_model_setup(sub, '+', 'args.json of trained runs (or their folders)')
+    sub.add_argument('--dknn-k', type=nlp_utils.positive_int, default=cli.DEFAULT_K,
                      help='DkNN neighbours per layer for the credibility switch')
     sub.add_argument('--k', type=int, default=None, help='fixed k (default: tuned on dev)')
     sub.add_argument('--temperature', type=float, default=None, help='fixed T (default: tuned)')
@@ -247,27 +246,26 @@ def parse_args(argv=None):
     sub.add_argument('--table', default='results/knn_backoff', help='output path without suffix')
     sub.set_defaults(run=backoff)
     sub = commands.add_parser('explain', parents=[common], help='nearest training examples')
-    sub.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    cli.add_model_setup(sub)
     sub.add_argument('--split', choices=('train', 'dev', 'test'), default='test',
                      help='the examples whose neighbours are retrieved')
     sub.add_argument('--examples', type=int, nargs='*', help='indices (default: the first 5)')
-    sub.add_argument('--k', type=nlp_utils.positive_int, default=16, help='neighbours')
+    cli.add_k(sub, cli.RAJANI_K, 'neighbours')
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
     sub.add_argument('--out', default=None, help='output path without .json/.html')
     sub.set_defaults(run=explain)
     sub = commands.add_parser('retrieved', parents=[common],
                               help='most retrieved training examples')
-    sub.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    cli.add_model_setup(sub)
     sub.add_argument('--split', choices=('train', 'dev', 'test'), default='test',
                      help='the examples whose neighbours are retrieved')
-    sub.add_argument('--k', type=nlp_utils.positive_int, default=16, help='neighbours')
+    cli.add_k(sub, cli.RAJANI_K, 'neighbours')
     sub.add_argument('--top', type=nlp_utils.positive_int, default=20,
                      help='how many training examples to list')
     sub.add_argument('--out', default=None, help='output path without .md/.csv')
     sub.set_defaults(run=retrieved)
     sub = commands.add_parser('detect', parents=[common], help='mislabeled examples, Figure 4')
-    sub.add_argument('--model-setup', nargs='+', required=True,
-                     help='runs trained with --label-noise (one per seed)')
+    cli.add_model_setup(sub, '+', 'runs trained with --label-noise (one per seed)')
     sub.add_argument('--out', default='results/knn_mislabeled', help='path without suffix')
     sub.set_defaults(run=detect)
     return parser.parse_args(argv)

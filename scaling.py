@@ -11,8 +11,8 @@ import numpy as np
 from deepknn.calibration import (N_BINS, TEMPERATURE_FILE, calibration_summary,
                                  expected_calibration_error, load_temperature, nll,
                                  reliability_curve, softmax)
-from nlp_utils import (ArgumentParser, UserError, atomic_write_files, json_write, positive_int,
-                       run_cli)
+from deepknn import cli
+from nlp_utils import UserError, atomic_write_files, json_write, run_cli
 
 DIAGRAM_FILE = 'reliability_temperature.png'
 
@@ -60,9 +60,8 @@ def evaluate_calibration(result_dir, name, logits, labels):
 
 
 def main(argv=None):
-    parser = ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True,
-                        help='args.json written by train_text_classifier.py')
+    parser = cli.parser(__doc__)
+    cli.add_model_setup(parser)
     evaluated = parser.add_mutually_exclusive_group()
     evaluated.add_argument('--split', choices=('train', 'dev', 'test'), default=None,
                            help='evaluate the saved temperature on this split (default: fit it '
@@ -70,14 +69,14 @@ def main(argv=None):
     evaluated.add_argument('--eval-file', default=None,
                            help="evaluate the saved temperature on this file, in the training "
                                 "data's format")
-    parser.add_argument('--batchsize', type=positive_int, default=64, help='inputs per batch')
-    parser.add_argument('--gpu', type=int, default=-1, help='GPU id, negative for the CPU')
+    cli.add_batchsize(parser)
+    cli.add_device(parser)
     args = parser.parse_args(argv)
 
     # Imported here because it pulls in Chainer, which the functions above do not need.
     from deepknn.model_setup import load_setup
     from deepknn.result_folder import lock
-    setup = load_setup(args.model_setup, gpu=args.gpu)
+    setup = load_setup(args.model_setup, gpu=args.gpu, data_dir=args.data_dir)
     fitting = args.split is None and args.eval_file is None
     name, examples = setup.evaluation_examples('calib' if fitting else args.split, args.eval_file)
     if not examples:

@@ -3,7 +3,6 @@ import csv
 import json
 import os
 
-import numpy as np
 import pytest
 
 from deepknn.rajani import knn_representations as knn

@@ -175,7 +175,7 @@ FAKE_MODEL_SETUP = '''
 import types
 import numpy as np
 
-def load_setup(path, gpu=-1):
+def load_setup(path, gpu=-1, data_dir=None):
     rng = np.random.RandomState(0)
     logits = rng.normal(0, 3, ({n}, 3)).astype(np.float32)
     labels = logits.argmax(axis=1)

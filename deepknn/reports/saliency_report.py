@@ -15,7 +15,6 @@ import matplotlib.pyplot as plt  # noqa: E402 (must follow the backend choice)
 import numpy as np  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 
-import nlp_utils  # noqa: E402
 from deepknn.reports import plots  # noqa: E402
 from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, normalize  # noqa: E402
 

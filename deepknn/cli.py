@@ -1,0 +1,89 @@
+"""The command lines' shared pieces: each shared flag defined once, the provenance line.
+
+Imported by the root scripts, `scripts/` and `benchmarks/` only; the library never reads
+flags or sys.argv. A CLI builds its parser with `parser()` and adds the shared flags
+with the `add_*` functions below, so a flag's name, type, default and help are the same
+in every command.
+"""
+import os
+import sys
+
+import nlp_utils
+from deepknn import knn_index
+
+DEFAULT_K = 75            # DkNN neighbours per layer (the paper's k)
+RAJANI_K = 16             # neighbours of Rajani et al.'s kNN backoff and retrieval
+RESULTS = 'results'       # where result folders and committed tables live
+
+
+def parser(doc):
+    """An ArgumentParser described by the first line of a module docstring."""
+    return nlp_utils.ArgumentParser(description=doc.split('\n')[0])
+
+
+def add_model_setup(parser, nargs=None, help='args.json of a trained run (or its folder)',
+                    required=True):
+    parser.add_argument('--model-setup', nargs=nargs, required=required, help=help)
+
+
+def add_k(parser, default=DEFAULT_K, help='DkNN neighbours per layer'):
+    parser.add_argument('--k', type=nlp_utils.positive_int, default=default, help=help)
+
+
+def add_backend(parser, help='nearest-neighbour search (faiss flat: exact, the fastest here)'):
+    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss', help=help)
+
+
+def add_dknn(parser):
+    """--k and --backend, the DkNN's two settings."""
+    add_k(parser)
+    add_backend(parser)
+
+
+def add_batchsize(parser, default=64, help='inputs per model batch'):
+    parser.add_argument('--batchsize', '-b', type=nlp_utils.positive_int, default=default,
+                        help=help)
+
+
+def add_device(parser):
+    """--gpu and --data-dir: where the model runs and where its data is read from."""
+    parser.add_argument('--gpu', '-g', type=int, default=-1,
+                        help='GPU id, negative for the CPU')
+    parser.add_argument('--data-dir', default=None,
+                        help='data folder (default: $DKNN_DATA_DIR, else the one used in '
+                             'training, else download)')
+
+
+def add_skip_bad_lines(parser):
+    parser.add_argument('--skip-bad-lines', action='store_true',
+                        help='skip malformed lines of data files (counted and reported) '
+                             'instead of stopping')
+
+
+def add_table_output(parser, default=None):
+    """--out and --overwrite of a command writing tables into results/: committed
+    tables there are only replaced when asked."""
+    parser.add_argument('--out', default=default,
+                        help='where tables and figures go (default: {}/, where existing files '
+                             'are only replaced with --overwrite)'.format(RESULTS))
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace existing tables and figures in {}/'.format(RESULTS))
+
+
+def check_table_outputs(out, overwrite, paths):
+    """UserError before any work when a committed table would be replaced unasked: with
+    no explicit --out, an existing `paths` file needs --overwrite."""
+    if out is not None or overwrite:
+        return
+    for path in paths:
+        if os.path.exists(path):
+            raise nlp_utils.UserError(
+                '{} exists (committed results); pass --overwrite to replace it or --out DIR '
+                'to write elsewhere'.format(path))
+
+
+def provenance(argv=None):
+    """'Produced by: `python script.py --flags`', the line every written table carries."""
+    argv = sys.argv if argv is None else argv
+    return 'Produced by: `python {}`'.format(' '.join([os.path.relpath(argv[0])] + argv[1:])
+                                             if argv else '')
