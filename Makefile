@@ -75,6 +75,6 @@ feng-results: venv
 	  { [ -f results/$${r}_entropy/finetune_entropy.json ] || \
 	    $(PY) finetune_entropy.py --model-setup results/$$r/args.json $$limit; } || exit 1; \
 	done
-	$(PY) entropy_results.py --runs $(shell echo $(SST_RUNS) $(SNLI_RUNS) | tr ' ' ,) --limit 300
+	$(PY) paper_results.py --overwrite entropy --runs $(shell echo $(SST_RUNS) $(SNLI_RUNS) | tr ' ' ,) --limit 300
 
 paper: table1 interpretation-results feng-results

@@ -355,6 +355,14 @@ class TextClassifier(chainer.Chain):
         return results
 
 
+def accuracy(model, examples, batchsize=64):
+    """Fraction of [(ids, label)] examples whose argmax logit is the label (NaN for none)."""
+    if not examples:
+        return float('nan')
+    logits = model.predict_logits([x for x, _ in examples], batchsize)
+    return float(np.mean(logits.argmax(axis=1) == np.array([y for _, y in examples])))
+
+
 def build_model(config, n_vocab, n_class, pair, initial_embeddings=None):
     """The model described by an args.json `config` dict (model, unit, layer,
     dropout, embed_dim)."""

@@ -7,21 +7,25 @@
         [--normalization total|per-sign|half-scale]
     python paper_results.py normalizations --run stsa.binary_cnn   # all three, one table
     python paper_results.py snli-artifacts --run snli_bilstm
+    python paper_results.py entropy --runs stsa.binary_cnn,snli_cnn [--limit 300]
 
 Each output names the command that produced it; the runs themselves come from
 scripts/train_and_dknn.sh (see the README).
 """
 import os
-import sys
 
 import numpy as np
 
+from deepknn import cli
 from deepknn import dknn_evaluation
+from deepknn.feng import input_reduction
+from deepknn.feng import measures
 from deepknn import knn_index
 from deepknn import model_setup
 import nets
 import nlp_utils
 from deepknn.reports import paper_analyses
+from deepknn.reports import paper_numbers
 from deepknn.reports import plots
 from deepknn import saliency_scores
 from deepknn import calibration
@@ -30,14 +34,6 @@ from nlp_utils import UserError
 
 TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
                    ('mpqa', 'MPQA'), ('subj', 'SUBJ'), ('snli', 'SNLI')]
-# Table 1 of the paper (GloVe 840B 300d): (softmax, DkNN) test accuracy in percent; SNLI
-# from section 4's text (BiLSTM only, trained on the full train split).
-PAPER_TABLE1 = {
-    'bilstm': {'SST': (86.7, 86.6), 'CR': (82.7, 82.5), 'TREC': (91.5, 91.3),
-               'MPQA': (88.9, 88.6), 'SUBJ': (94.8, 94.9), 'SNLI': (81.2, 81.0)},
-    'cnn': {'SST': (85.7, 85.8), 'CR': (83.3, 83.4), 'TREC': (92.8, 92.4),
-            'MPQA': (89.1, 88.7), 'SUBJ': (93.5, 93.1), 'SNLI': ('', '')},   # the paper has no SNLI CNN
-}
 
 def read_runs(folder):
     """The DkNN test reports of a result folder, one per backend that was run, each
@@ -85,7 +81,7 @@ def percent(fraction):
 
 
 def table1_empty_row(name, model, short):
-    paper_softmax, paper_dknn = PAPER_TABLE1[model][short]
+    paper_softmax, paper_dknn = paper_numbers.TABLE1[model][short]
     return {'model': nets.MODEL_NAMES[model], 'dataset': short, 'run': name,
             'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
             'dknn': None, 'difference': None, 'dev_softmax': None, 'dev_dknn': None,
@@ -138,7 +134,7 @@ def table1(args):
     if all(row['dknn'] is None for row in rows):
         raise UserError('no result folder under {} has a DkNN test report for Table 1; run '
                         'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
-    produced = 'Produced by: `python {}`'.format(' '.join(sys.argv))
+    produced = cli.provenance()
     columns = ['model', 'dataset', 'vocab', 'softmax', 'softmax_sd', 'dknn', 'dknn_sd',
                'difference', 'dev_softmax', 'dev_dknn', 'paper_softmax', 'paper_dknn', 'seeds',
                'epochs', 'backend']
@@ -218,8 +214,7 @@ def training(args):
                'peak_memory_mb', 'command']
     header = ('# Training runs on this 2-core CPU (GloVe 6B 50d, accuracy in %)\n\n'
               'Runs shared the 2 cores with other jobs part of the time, so seconds per '
-              'epoch vary by up to 2x between runs. Produced by: `{}`\n'.format(
-                  'python ' + ' '.join(sys.argv)))
+              'epoch vary by up to 2x between runs. {}\n'.format(cli.provenance()))
     write_table(os.path.join(args.out, 'training'), rows, columns, header)
     print(markdown_table(rows, columns))
 
@@ -241,7 +236,50 @@ def reliability(args):
     print('wrote', output)
 
 
-OUTPUTS = {'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
+def entropy(args):
+    """Feng et al.'s Table 2 layout: each run before / after entropy fine-tuning"""
+    input_reduction.check_beam(args.beam)
+    runs = [name.strip() for name in args.runs.split(',') if name.strip()]
+    if not runs:
+        raise UserError('--runs names no run; pass comma-separated result folder names')
+    rows = []
+    for run in runs:
+        folders = [os.path.join(args.results, name) for name in (run, run + args.suffix)]
+        missing = [f for f in folders if not os.path.exists(os.path.join(f, 'args.json'))]
+        if missing:
+            raise UserError('{} has no args.json; train the run and fine-tune it with '
+                            'finetune_entropy.py first'.format(missing[0]))
+        before, after = (measures.cached_measure(model_setup.load_setup(f), args)
+                         for f in folders)
+        rows.append(measures.table_row(run, before, after))
+    header = ('# Entropy regularisation (Feng et al. 2018, Table 2 layout): before / after '
+              'fine-tuning\n\nAccuracy in %. Reduced length: mean words after input reduction '
+              '(gradient, beam {}) of the first {} dev examples; highlights: mean highlighted '
+              'words of the first {} test sentences; DkNN: k={}, {}. Paper (SNLI, BIMPM): '
+              'accuracy {} -> {}, reduced length {} -> {}.\n{}\n'.format(
+                  args.beam, args.limit, args.limit, args.k, args.backend,
+                  *paper_numbers.ENTROPY['accuracy'], *paper_numbers.ENTROPY['reduced_length'],
+                  cli.provenance()))
+    write_table(os.path.join(args.out, args.name), rows, list(rows[0]), header)
+    print('wrote', os.path.join(args.out, args.name + '.md'))
+
+
+def add_entropy_command(commands):
+    command = commands.add_parser('entropy', help=entropy.__doc__.split('\n')[0])
+    command.add_argument('--runs', required=True, help='comma-separated result folder names')
+    command.add_argument('--suffix', default='_entropy',
+                         help='the fine-tuned folder of run R is R + SUFFIX')
+    command.add_argument('--limit', type=nlp_utils.positive_int, default=300,
+                         help='dev examples to reduce and test examples to interpret')
+    command.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
+                         help='maximum beam size k (beam max(1, min(k, L - 3)))')
+    cli.add_dknn(command)
+    cli.add_batchsize(command, 256, 'rows per model batch')
+    command.add_argument('--name', default='entropy_regularization',
+                         help='file name of the table (without .md/.csv)')
+
+
+OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
            'reliability': ('reliability_{run}.png',),
            'table2': ('table2_{run}.html', 'table2_{run}.png', 'table2_{run}.csv'),
            'highlights': ('highlights_{run}.md', 'highlights_{run}.csv'),
@@ -256,7 +294,8 @@ def check_overwrite(args):
     if args.out is not None or args.overwrite:
         return
     for name in OUTPUTS[args.command]:
-        path = os.path.join(DEFAULT_OUT, name.format(run=getattr(args, 'run', '')))
+        path = os.path.join(DEFAULT_OUT, name.format(run=getattr(args, 'run', ''),
+                                                     name=getattr(args, 'name', '')))
         if os.path.exists(path):
             raise UserError('{} exists (committed results); pass --overwrite to replace it or '
                             '--out DIR to write elsewhere'.format(path))
@@ -305,13 +344,16 @@ def main(argv=None):
                                  default=saliency_scores.DEFAULT_NORMALIZATION,
                                  help="how maps are scaled: 'total' (the paper's wording, "
                                       "default), 'per-sign' or 'half-scale' (the authors' code)")
+    add_entropy_command(commands)
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
     nlp_utils.check_output_folder(args.out, '--out')
     check_overwrite(args)
     args.out = args.out or DEFAULT_OUT
-    commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability}
+    args.produced_by = cli.provenance()
+    commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability,
+                        'entropy': entropy}
     commands_by_name.update(analyses)
     commands_by_name[args.command](args)
 

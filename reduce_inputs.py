@@ -10,9 +10,9 @@ and after), .html (side by side), _lengths.png (Figure 3) and _confidence.png (F
 validation split.
 """
 import os
-import sys
 import time
 
+from deepknn.reports import paper_numbers
 from deepknn import cli
 from deepknn import dknn as dknn_lib
 from deepknn.feng import input_reduction
@@ -24,9 +24,6 @@ from deepknn import saliency
 from nlp_utils import UserError
 from deepknn.reports.tables import write_table
 
-# Table 2 of the paper, "Reduced length / Before" (SNLI, BIMPM, gradient importance).
-# The paper reports no SST number: blank there (None would read 'not run').
-PAPER_REDUCED_LENGTH = {'snli': 1.50, 'cad-snli': 1.50}
 
 
 def parse_args(argv=None):
@@ -103,7 +100,7 @@ def write_outputs(setup, results, out, split):
 
 def table_rows(setup, results, run):
     rows = []
-    paper_length = PAPER_REDUCED_LENGTH.get(setup.config['dataset'], '')
+    paper_length = paper_numbers.REDUCED_LENGTH.get(setup.config['dataset'], '')
     for importance, (reductions, view, seconds) in results.items():
         stats = input_reduction.summarize(reductions, view)
         rows.append({'run': run, 'importance': importance, 'examples': stats['n_examples'],
@@ -143,8 +140,9 @@ def main(argv=None):
     columns = list(rows[0])
     header = ('# Input reduction (Feng et al. 2018), {} split of {}\n\nMean lengths in words; '
               'confidence = softmax probability of the kept prediction; credibility = DkNN '
-              '(k={}, {}). Beam {}. Produced by: `python {}`\n'.format(
-                  args.split, run, args.k, args.backend, args.beam, ' '.join(sys.argv)))
+              '(k={}, {}). Beam {}. Model: {}. {}\n'.format(
+                  args.split, run, args.k, args.backend, args.beam,
+                  model_setup.run_description(setup), cli.provenance()))
     stem = os.path.join(args.out, 'reduction_{}_{}'.format(run, args.split))
     write_table(stem, rows, columns, header)
     print('wrote {}.md/.csv, its HTML pages and figures'.format(stem))

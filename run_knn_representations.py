@@ -14,10 +14,10 @@ most often over a split; detect: mislabeled-example detection on runs trained wi
 import argparse
 import contextlib
 import os
-import sys
 
 import numpy as np
 
+from deepknn.reports import paper_numbers
 from deepknn import cli
 from deepknn import dknn
 from deepknn.rajani import knn_influence
@@ -31,13 +31,6 @@ from deepknn.reports import saliency_report
 from nlp_utils import UserError
 from deepknn.reports.tables import markdown_table, write_table
 
-PAPER_TABLE4 = {'cad-snli': (75.7, 75.8), 'cad-snli-augmented': (70.5, 71.0)}   # BERT, kNN-BERT
-PAPER_TAU = {'cad-snli': 0.74, 'cad-snli-augmented': 0.53}                      # BERT
-PAPER_DETECTION = {'precision': 0.84, 'recall': 0.73, 'f1': 0.78}              # BERT, cad-snli
-
-
-def command_line():
-    return 'python ' + ' '.join(sys.argv)
 
 
 def dataset_name(config):
@@ -79,9 +72,9 @@ def backoff_row(setup, result):
             'credibility_threshold': cred.get('threshold'),
             'credibility_backoff': percent(cred.get('backoff_accuracy')),
             'n_below_credibility': cred.get('n_below'),
-            'paper_bert': PAPER_TABLE4.get(setup.config['dataset'], (None,))[0],
-            'paper_knn_bert': PAPER_TABLE4.get(setup.config['dataset'], (None, None))[1],
-            'paper_tau_bert': PAPER_TAU.get(setup.config['dataset'])}
+            'paper_bert': paper_numbers.BACKOFF.get(setup.config['dataset'], (None,))[0],
+            'paper_knn_bert': paper_numbers.BACKOFF.get(setup.config['dataset'], (None, None))[1],
+            'paper_tau_bert': paper_numbers.BACKOFF_TAU.get(setup.config['dataset'])}
 
 
 def table4_rows(rows):
@@ -96,7 +89,7 @@ def table4_rows(rows):
             table.append(line)
     for name, i in (('BERT (paper)', 0), ('kNN-BERT (paper)', 1)):
         table.append(dict({'model': name},
-                          **{d: PAPER_TABLE4.get(d, ('', ''))[i] for d in datasets}))
+                          **{d: paper_numbers.BACKOFF.get(d, ('', ''))[i] for d in datasets}))
     return table, ['model'] + datasets
 
 
@@ -105,7 +98,7 @@ def table5_rows(rows):
     encoders = list(dict.fromkeys(row['encoder'] for row in rows))
     table = []
     for dataset in dict.fromkeys(row['dataset'] for row in rows):
-        line = {'dataset': dataset, 'BERT (paper)': PAPER_TAU.get(dataset, '')}
+        line = {'dataset': dataset, 'BERT (paper)': paper_numbers.BACKOFF_TAU.get(dataset, '')}
         line.update({e: next((r['tau'] for r in rows if r['dataset'] == dataset
                               and r['encoder'] == e), None) for e in encoders})
         table.append(line)
@@ -125,7 +118,7 @@ def backoff(args):
               'tau={tau}); credibility switch {credibility_backoff}'.format(**rows[-1]))
     header = ('# kNN backoff (Rajani et al. 2020, Tables 4 and 5): test accuracy (%)\n\n'
               'k, T and tau (the max-softmax threshold) tuned on dev only; layer {}.\n'
-              'Produced by: `{}`\n'.format(args.layer, command_line()))
+              '{}\n'.format(args.layer, cli.provenance()))
     write_table(args.table, rows, list(rows[0]), header)
     for suffix, (table, columns) in (('_table4', table4_rows(rows)),
                                      ('_table5', table5_rows(rows))):
@@ -177,8 +170,9 @@ def retrieved(args):
                                                              setup.vocab)}
             for rank, i in enumerate(knn_influence.most_retrieved(counts, args.top))]
     out = args.out or os.path.join(setup.result_dir, 'knn_retrieved_{}'.format(args.split))
-    header = ('# Training examples retrieved most often: {} {} split, k={}\n\nProduced by: '
-              '`{}`\n'.format(dataset_name(setup.config), args.split, args.k, command_line()))
+    header = ('# Training examples retrieved most often: {} {} split, k={}\n\nModel: {}. '
+              '{}\n'.format(dataset_name(setup.config), args.split, args.k,
+                            model_setup.run_description(setup), cli.provenance()))
     write_table(out, rows, ['rank', 'train_index', 'times_retrieved', 'label', 'text'], header)
     print(markdown_table(rows, ['rank', 'times_retrieved', 'label', 'text']))
 
@@ -215,11 +209,10 @@ def detect(args):
     rows.append(dict(mean, run='mean', dataset=rows[0]['dataset'], seed=''))
     if rows[0]['dataset'] == 'cad-snli':
         rows.append(dict({key: '' for key in rows[0]}, run='paper (BERT)',
-                         dataset='cad-snli', **PAPER_DETECTION))
+                         dataset='cad-snli', **paper_numbers.DETECTION))
     header = ('# Mislabeled-example detection (Rajani et al. 2020): 10% of training labels '
               'flipped\n\nCandidates: nearest training example (k=1) of each dev example whose '
-              'model prediction disagrees with its label.\nProduced by: `{}`\n'.format(
-                  command_line()))
+              'model prediction disagrees with its label.\n{}\n'.format(cli.provenance()))
     write_table(args.out, rows, list(rows[0]), header)
     knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
                              'Flipped-label recall, {} ({} seeds)'.format(rows[0]['dataset'],

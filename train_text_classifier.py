@@ -209,13 +209,6 @@ def stop_on_non_finite_loss(trainer):
                             trainer.updater.iteration))
 
 
-def accuracy(model, examples, batchsize):
-    if not examples:
-        return float('nan')
-    logits = model.predict_logits([x for x, _ in examples], batchsize)
-    return float(np.mean(logits.argmax(axis=1) == np.array([y for _, y in examples])))
-
-
 def resumed_config(args, out):
     """With --resume, the saved setup wins; only the number of epochs may change (and
     is recorded in args.json)."""
@@ -359,8 +352,8 @@ def main(argv=None):
 def report(config, out, model, dev, test):
     """Reload the best model (by dev accuracy) and print dev/test accuracy."""
     nlp_utils.load_npz_safely(os.path.join(out, config['model_path']), model)
-    result = {'dev_accuracy': accuracy(model, dev, config['batchsize']),
-              'test_accuracy': accuracy(model, test, config['batchsize'])}
+    result = {'dev_accuracy': nets.accuracy(model, dev, config['batchsize']),
+              'test_accuracy': nets.accuracy(model, test, config['batchsize'])}
     line = 'dev accuracy {:.4f}  test accuracy {:.4f}'.format(
         result['dev_accuracy'], result['test_accuracy'])
     nlp_utils.atomic_write_json(os.path.join(out, 'train_result.json'), result)

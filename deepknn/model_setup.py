@@ -178,6 +178,14 @@ def load_model(config, result_dir, vocab, device):
     return model
 
 
+def run_description(setup):
+    """'<run folder> (model sha256 0123456789ab)': the folder and the weights a table
+    read, so a number can be traced to the model that made it."""
+    digest = nlp_utils.file_digest(os.path.join(setup.result_dir, setup.config['model_path']),
+                                   'sha256')
+    return '{} (model sha256 {})'.format(os.path.relpath(setup.result_dir), digest[:12])
+
+
 def load_setup(args_path, gpu=-1, data_dir=None):
     """Rebuild model, vocabulary and splits from a result folder's args.json.
 

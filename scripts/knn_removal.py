@@ -20,16 +20,17 @@ import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
+from deepknn import cli  # noqa: E402
 from deepknn import dknn  # noqa: E402
 from deepknn.rajani import knn_influence  # noqa: E402
 from deepknn.rajani import knn_representations as knn  # noqa: E402
 from deepknn import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
 from deepknn import result_folder  # noqa: E402
+from deepknn.reports import paper_numbers  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 
 # Paper (BERT, 1,666 pairs): drops of 4.6 vs 1.2 points at 10%, a further 6 vs 4 at 30%.
-PAPER_DROPS = {0.1: (4.6, 1.2), 0.3: (10.6, 5.2)}
 # args.json fields passed back to train_text_classifier.py as --flag value.
 VALUE_FLAGS = ('dataset', 'model', 'word_vectors', 'embed_dim', 'batchsize', 'epoch', 'unit',
                'layer', 'dropout', 'data_dir', 'train_file', 'dev_file', 'test_file',
@@ -94,8 +95,8 @@ def table_rows(per_seed, fractions):
                 100 * acc['full'], 100 * acc[fraction, 'top'], 100 * acc[fraction, 'random'])
         row.update(drop_most_retrieved=round(float(np.mean(drops['top'])), 1),
                    drop_random=round(float(np.mean(drops['random'])), 1),
-                   paper_drop_most_retrieved=PAPER_DROPS.get(fraction, (None,))[0],
-                   paper_drop_random=PAPER_DROPS.get(fraction, (None, None))[1])
+                   paper_drop_most_retrieved=paper_numbers.REMOVAL_DROPS.get(fraction, (None,))[0],
+                   paper_drop_random=paper_numbers.REMOVAL_DROPS.get(fraction, (None, None))[1])
         rows.append(row)
     return rows
 
@@ -129,7 +130,7 @@ def main(argv=None):
     rows = table_rows(per_seed, args.fractions)
     header = ('# Removal experiment (Rajani et al. 2020): test accuracy drop (points) after '
               'retraining without the most-retrieved (k={}) vs random training examples\n\n'
-              'Produced by: `python {}`\n'.format(args.k, ' '.join(sys.argv)))
+              '{}\n'.format(args.k, cli.provenance()))
     write_table(args.table, rows, list(rows[0]), header)
     print(markdown_table(rows, list(rows[0])))
 

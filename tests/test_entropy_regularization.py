@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from deepknn.feng import entropy_regularization as er
-from deepknn.feng import measures as entropy_results
+from deepknn.feng import measures
+import paper_results
 import finetune_entropy
 from deepknn import model_setup
 import nlp_utils
@@ -119,29 +120,29 @@ def test_entropy_table_reuses_each_models_measurements_until_the_model_changes(
     shutil.copytree(str(out), str(results / 'custom_cnn'))
     finetune_entropy.main(['--model-setup', str(results / 'custom_cnn' / 'args.json'),
                            '--epochs', '1', '--reduce-limit', '20'])
-    argv = ['--runs', 'custom_cnn', '--results', str(results), '--limit', '8', '--k', '5',
-            '--out', str(tmp_path), '--name', 'table']
-    entropy_results.main(argv)
+    argv = ['--results', str(results), '--out', str(tmp_path), 'entropy', '--runs', 'custom_cnn',
+            '--limit', '8', '--k', '5', '--name', 'table']
+    paper_results.main(argv)
     table = (tmp_path / 'table.csv').read_text()
     assert table.startswith('run,dev_accuracy_before,dev_accuracy_after')
     measured = []
-    real_measure = entropy_results.measure
-    monkeypatch.setattr(entropy_results, 'measure',
+    real_measure = measures.measure
+    monkeypatch.setattr(measures, 'measure',
                         lambda setup, args: measured.append(setup.result_dir) or
                         real_measure(setup, args))
-    entropy_results.main(argv)                       # both models cached: nothing measured
+    paper_results.main(argv)                       # both models cached: nothing measured
     assert measured == [] and (tmp_path / 'table.csv').read_text() == table
     argv[argv.index('--limit') + 1] = '6'
-    entropy_results.main(argv)                       # other settings: both measured again
+    paper_results.main(argv)                       # other settings: both measured again
     assert len(measured) == 2
     finetune_entropy.main(['--model-setup', str(results / 'custom_cnn' / 'args.json'),
                            '--epochs', '1', '--reduce-limit', '20', '--lr', '0.01', '--force'])
     measured.clear()
-    entropy_results.main(argv)                       # a new fine-tuned model: only it
+    paper_results.main(argv)                       # a new fine-tuned model: only it
     assert measured == [str(results / 'custom_cnn_entropy')]
     measured.clear()
     argv[argv.index('--limit') + 1] = '8'            # the parent kept its first entry too
-    entropy_results.main(argv)
+    paper_results.main(argv)
     assert measured == [str(results / 'custom_cnn_entropy')]
 
 

@@ -1,4 +1,5 @@
 import csv
+import hashlib
 import json
 import types
 
@@ -126,8 +127,11 @@ def test_mean_terribly_rank_is_toward_the_positive_class():
 
 def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch):
     splits = types.SimpleNamespace(test=[(['a', 'b', 'c'], 1)], dev=[(['a', 'great', 'film'], 1)])
+    (tmp_path / 'best_model.npz').write_bytes(b'weights')
     setup = types.SimpleNamespace(label_names=['negative', 'positive'], splits=splits,
-                                  config={'dataset': 'stsa.binary', 'model': 'cnn', 'epoch': 1})
+                                  result_dir=str(tmp_path),
+                                  config={'dataset': 'stsa.binary', 'model': 'cnn', 'epoch': 1,
+                                          'model_path': 'best_model.npz'})
     monkeypatch.setattr(paper_analyses, 'load_run',
                         lambda args, needs_temperature=False, check=None: (setup, None))
     # Test sentence: [0.9, 0.06, -0.04] highlights 2 (total), 3 (per-sign), 2 (half-scale);
@@ -143,6 +147,8 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
                         '--run', 'sst'])
     text = (tmp_path / 'normalization_sst.md').read_text()
     assert 'Produced by: `python' in text and '3 dev paraphrases' in text
+    digest = hashlib.sha256(b'weights').hexdigest()[:12]
+    assert 'model sha256 {}'.format(digest) in text     # the weights the table read
     rows = {r['method']: r for r in csv.DictReader(open(tmp_path / 'normalization_sst.csv'))}
     assert list(rows) == ['gradient', 'confidence', 'calibrated', 'conformity']
     gradient = rows['gradient']

@@ -3,7 +3,6 @@ highlight counts and 'terribly' ranks (under each normalisation), and Table 4's 
 artifacts. Each takes the parsed flags of paper_results.py and writes one table or page.
 """
 import os
-import sys
 
 import numpy as np
 
@@ -13,6 +12,7 @@ import nets
 import nlp_utils
 from deepknn import result_folder
 from deepknn import saliency
+from deepknn.reports import paper_numbers
 from deepknn.reports import saliency_report
 from deepknn import saliency_scores
 from deepknn import calibration
@@ -24,21 +24,7 @@ from deepknn.reports.tables import markdown_table, write_table
 TABLE2_FRAGMENTS = ['an intelligent fiction about learning through cultural clash',
                     'talented and terribly charismatic',
                     'diane lane shines in unfaithful']
-# Section 5.1: average highlighted words per SST test sentence (of 20.23 words).
-PAPER_HIGHLIGHTS = {'gradient': 5.32, 'confidence': 5.79, 'conformity': 3.65}
-# Section 5.1: average rank of 'terribly' (1 = most negative) over 66 paraphrases.
-PAPER_TERRIBLY = {'conformity': 7.9, 'confidence': 1.68, 'gradient': 1.1}
 TERRIBLY_REPLACEMENTS = ('awesome', 'wonderful', 'impressive')
-# Table 4: top SNLI artifacts (Gururangan et al. 2018) and their average importance rank
-# (1 = most important) under (conformity, confidence) leave-one-out.
-PAPER_ARTIFACTS = {
-    'entailment': {'outdoors': (2.93, 3.26), 'least': (2.22, 4.41), 'instrument': (3.57, 4.47),
-                   'outside': (4.08, 4.80), 'animal': (2.00, 4.73)},
-    'neutral': {'tall': (1.09, 2.61), 'first': (2.14, 2.99), 'competition': (2.33, 5.56),
-                'sad': (1.39, 1.79), 'favorite': (1.69, 3.89)},
-    'contradiction': {'nobody': (1.00, 1.00), 'sleeping': (1.64, 2.34), 'no': (2.53, 5.74),
-                      'tv': (1.92, 3.74), 'cat': (1.42, 3.62)},
-}
 
 
 SNLI_PROXY_FLAGS = (' --train-file ../shared/data/snli_1.0/snli_1.0_dev.jsonl'
@@ -90,10 +76,12 @@ def label_id(setup, name, flag):
     return setup.label_names.index(name)
 
 
-def provenance(setup):
-    return 'Model: {} {} ({} epochs). Produced by: `python {}`'.format(
+def provenance(setup, args):
+    """The model (run folder and weights hash) and the command (`args.produced_by`, set
+    by the CLI) of a table."""
+    return 'Model: {} {} ({} epochs), {}. {}'.format(
         setup.config['dataset'], setup.config['model'], setup.config['epoch'],
-        ' '.join(sys.argv))
+        model_setup.run_description(setup), args.produced_by)
 
 
 def lowercase_text(tokens):
@@ -114,7 +102,7 @@ def table2(args):
     views = saliency_report.build_views(results, setup.vocab, setup.label_names,
                                         normalization=args.normalization)
     stem = output_stem(args, 'table2')
-    title = 'Table 2. ' + provenance(setup)
+    title = 'Table 2. ' + provenance(setup, args)
     rows = saliency_report.importance_rows(results, setup.vocab, setup.label_names,
                                            args.normalization)
     nlp_utils.atomic_write_files([saliency_report.html_write(views, stem + '.html', title),
@@ -159,11 +147,11 @@ def highlights(args):
     lengths = [len(maps.tokens) for maps in results['gradient']]
     rows = [{'method': method,
              'highlighted_words': mean_highlighted(results[method], args.normalization),
-             'paper': PAPER_HIGHLIGHTS.get(method), 'sentences': len(results[method])}
+             'paper': paper_numbers.HIGHLIGHTS.get(method), 'sentences': len(results[method])}
             for method in HIGHLIGHT_METHODS]
     header = ('# Highlighted words per SST test sentence (|normalised importance| > 0.05)\n\n'
               'Average sentence length: {:.2f} words here, 20.23 in the paper. {} {}\n'.format(
-                  np.mean(lengths), normalization_text(args.normalization), provenance(setup)))
+                  np.mean(lengths), normalization_text(args.normalization), provenance(setup, args)))
     columns = ['method', 'highlighted_words', 'paper', 'sentences']
     write_table(output_stem(args, 'highlights'), rows, columns, header)
     print(markdown_table(rows, columns))
@@ -220,13 +208,13 @@ def terribly(args):
         predicted_positive = np.mean([m.prediction == positive for m in results[method]])
         rows.append({'method': method, 'average_rank': mean_terribly_rank(
                          results[method], paraphrases, positive, args.normalization),
-                     'paper': PAPER_TERRIBLY.get(method), 'examples': len(paraphrases),
+                     'paper': paper_numbers.TERRIBLY.get(method), 'examples': len(paraphrases),
                      'predicted_positive': round(float(predicted_positive), 2)})
     header = ("# Average rank of 'terribly' (1 = most negative word)\n\n"
               "{} paraphrases (the paper: 66) of positive dev sentences with 'great' replaced "
               "by 'terribly awesome/wonderful/impressive'; importance toward the positive class "
               "(sign flipped where a method predicts negative). {} {}\n".format(
-                  len(paraphrases), normalization_text(args.normalization), provenance(setup)))
+                  len(paraphrases), normalization_text(args.normalization), provenance(setup, args)))
     columns = ['method', 'average_rank', 'paper', 'examples', 'predicted_positive']
     write_table(output_stem(args, 'terribly'), rows, columns, header)
     print(markdown_table(rows, columns))
@@ -244,10 +232,10 @@ def normalizations(args):
     for method in HIGHLIGHT_METHODS:
         row = {'method': method}
         row.update({'highlighted_' + n: mean_highlighted(test_maps[method], n) for n in names})
-        row['paper_highlighted'] = PAPER_HIGHLIGHTS.get(method)
+        row['paper_highlighted'] = paper_numbers.HIGHLIGHTS.get(method)
         row.update({'terribly_rank_' + n: mean_terribly_rank(
             paraphrase_maps[method], paraphrases, positive, n) for n in names})
-        row['paper_terribly_rank'] = PAPER_TERRIBLY.get(method)
+        row['paper_terribly_rank'] = paper_numbers.TERRIBLY.get(method)
         rows.append(row)
     columns = list(rows[0])
     header = ("# Section 5.1 under each normalisation of the maps\n\n"
@@ -257,7 +245,7 @@ def normalizations(args):
               "paper's numbers are for its BiLSTM. {}\n".format(
                   len(setup.splits.test), len(paraphrases), '; '.join(
                       '{} = {}'.format(n, d) for n, d in saliency_scores.NORMALIZATIONS.items()),
-                  provenance(setup)))
+                  provenance(setup, args)))
     write_table(os.path.join(args.out, 'normalization_' + args.run), rows, columns, header)
     print(markdown_table(rows, columns))
 
@@ -267,7 +255,7 @@ def artifact_rows(setup, results):
     (1 = most important) over examples predicted as the word's class whose
     hypothesis contains the word."""
     rows = []
-    for label_name, words in PAPER_ARTIFACTS.items():
+    for label_name, words in paper_numbers.ARTIFACTS.items():
         label = label_id(setup, label_name, '--run (an SNLI model)')
         for word, (paper_conformity, paper_confidence) in words.items():
             row = {'label': label_name, 'artifact': word, 'paper_conformity': paper_conformity,
@@ -288,7 +276,7 @@ def artifact_rows(setup, results):
 def snli_artifacts(args):
     """Table 4 on the evaluation split (offline: a model trained on SNLI dev, test split)."""
     setup, dknn = load_run(args)
-    artifacts = {w for words in PAPER_ARTIFACTS.values() for w in words}
+    artifacts = {w for words in paper_numbers.ARTIFACTS.values() for w in words}
     examples = [ex for ex in setup.splits.test
                 if artifacts & {t.lower() for t in ex[0][1]}]
     results = saliency.interpret_all(setup, ['conformity', 'confidence'], examples,
@@ -300,7 +288,7 @@ def snli_artifacts(args):
               'Small-data proxy: trained on {} examples of SNLI dev, evaluated on the test '
               'split ({} examples with an artifact word); the paper trained on the full train '
               'split and used the validation set. {}\n'.format(
-                  len(setup.splits.train), len(examples), provenance(setup)))
+                  len(setup.splits.train), len(examples), provenance(setup, args)))
     write_table(os.path.join(args.out, 'snli_artifacts_' + args.run), rows, columns, header)
     print(markdown_table(rows, columns))
 
