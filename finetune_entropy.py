@@ -69,7 +69,7 @@ def finetune_into(out, args, setup):
     reduced = er.reduced_training_set(setup, args.importance, args.beam, args.reduce_limit)
     print('reduced training set: {} inputs from {} training examples'.format(
         len(reduced), args.reduce_limit or len(setup.splits.train)))
-    seed = setup.config['seed'] if args.seed is None else args.seed
+    seed = setup.config.seed if args.seed is None else args.seed
     history = er.finetune(setup.model, setup.train,
                           [nlp_utils.example_to_ids(x, setup.vocab) for x in reduced],
                           args.lam, args.lr, args.epochs, args.batchsize, seed)

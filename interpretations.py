@@ -15,6 +15,7 @@ from deepknn import dknn as dknn_lib
 from deepknn import model_setup
 import nlp_utils
 from deepknn import result_folder
+from deepknn import leave_one_out
 from deepknn import saliency
 from deepknn.reports import saliency_report
 from deepknn import saliency_scores
@@ -27,7 +28,8 @@ def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
     parser.add_argument('--methods', default=','.join(saliency.DEFAULT_METHODS),
-                        help='comma-separated, from {}'.format(', '.join(saliency.ALL_METHODS)))
+                        help='comma-separated method names. {}'.format(
+                            saliency.describe_methods().replace('%', '%%')))
     evaluated = parser.add_mutually_exclusive_group()
     evaluated.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
                            help='split whose first --limit examples are interpreted')
@@ -46,7 +48,7 @@ def parse_args(argv=None):
     parser.add_argument('--neighbors', type=nlp_utils.non_negative_int, default=0,
                         help='show the N nearest training examples (final DkNN layer)')
     cli.add_dknn(parser)
-    cli.add_batchsize(parser, saliency.DEFAULT_BATCHSIZE,
+    cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE,
                       'rows (leave-one-out variants) per model batch and DkNN query')
     cli.add_device(parser)
     return parser.parse_args(argv)
@@ -54,18 +56,18 @@ def parse_args(argv=None):
 
 def page_settings(args, setup, methods):
     """What a reader of the page needs to know about how it was made."""
-    uses_dknn = args.neighbors or any(m in saliency.DKNN_METHODS for m in methods)
-    return {'model': '{} {}'.format(setup.config['dataset'], setup.config['model']),
+    uses_dknn = args.neighbors or saliency.needs_dknn(methods)
+    return {'model': '{} {}'.format(setup.config.dataset, setup.config.model),
             'k': args.k if uses_dknn else None, 'backend': args.backend if uses_dknn else None,
             'temperature': ('{:.3f}'.format(calibration.load_temperature(setup.result_dir))
-                            if 'calibrated' in methods else None)}
+                            if saliency.needs_temperature(methods) else None)}
 
 
 def main(argv=None):
     args = parse_args(argv)
     nlp_utils.check_output_path(args.output, '--output')
     nlp_utils.check_output_path(args.png, '--png')
-    methods = saliency.parse_methods(args.methods)
+    methods = saliency.parse_methods(args.methods, '--methods')
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     settings = page_settings(args, setup, methods)   # a missing temperature.json fails here
     split, examples = setup.evaluation_examples(args.split, args.eval_file)
@@ -86,7 +88,7 @@ def main(argv=None):
                                         args.normalization)
     output = args.output or os.path.join(setup.result_dir,
                                          'interpretations_{}.html'.format(split))
-    title = '{} {}: {} examples'.format(setup.config['dataset'], setup.config['model'], split)
+    title = '{} {}: {} examples'.format(setup.config.dataset, setup.config.model, split)
     importances = os.path.splitext(output)[0] + '.csv'
     rows = saliency_report.importance_rows(results, setup.vocab, setup.label_names,
                                            args.normalization)

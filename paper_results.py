@@ -46,12 +46,10 @@ def read_runs(folder):
         if not os.path.exists(test):
             continue
         report = nlp_utils.read_json(test, 'DkNN report', dict)
-        config = nlp_utils.read_json(os.path.join(folder, 'args.json'), 'model setup', dict)
-        if 'finetuned_from' in config:   # an entropy fine-tuned model is not a Table 1 run
+        config = model_setup.read_config(os.path.join(folder, 'args.json'))
+        if 'finetuned_from' in config.extra:   # an entropy fine-tuned model: not Table 1
             return []
-        # Runs from before --vocab existed built it from the training split.
-        report.update(epoch=config.get('epoch'), seed=config.get('seed'),
-                      vocab=config.get('vocab', 'train'))
+        report.update(epoch=config.epoch, seed=config.seed, vocab=config.vocab)
         if os.path.exists(dev):
             dev_report = nlp_utils.read_json(dev, 'DkNN report', dict)
             report.update(dev_softmax_accuracy=dev_report['softmax_accuracy'],
@@ -168,9 +166,9 @@ def training_row(folder):
         with open(os.path.join(folder, 'time.txt')) as f:
             words = f.read().split()
         timing = dict(zip(words[0::2], words[1::2]))
-    return {'dataset': config['dataset'], 'model': config['model'],
+    return {'dataset': config.dataset, 'model': config.model,
             'dev': round(100 * result['dev_accuracy'], 1),
-            'test': round(100 * result['test_accuracy'], 1), 'epochs': config['epoch'],
+            'test': round(100 * result['test_accuracy'], 1), 'epochs': config.epoch,
             'seconds_per_epoch': round(log[-1]['elapsed_time'] / log[-1]['epoch'], 1),
             'peak_memory_mb': round(int(timing['peak_rss_kb']) / 1024) if timing else None,
             'command': rerun_command(folder, config)}
@@ -183,22 +181,31 @@ RERUN_DEFAULTS = (('epoch', 30), ('seed', 777), ('vocab', 'pretrained'), ('layer
                   ('label_noise', 0.0), ('label_noise_seed', 0))
 
 
+# A transformer's units, layers and dropout are its checkpoint's, not flags.
+TRANSFORMER_RERUN_DEFAULTS = (('epoch', 3), ('seed', 777), ('batchsize', 32), ('lr', 3e-5),
+                              ('warmup', 0.1), ('max_length', 128), ('n_calib', 1000),
+                              ('dev_fraction', 0.1), ('label_noise', 0.0),
+                              ('label_noise_seed', 0))
+
+
 def rerun_command(folder, config):
     """The scripts/train_and_dknn.sh call that makes this result folder again."""
-    name, default_name = os.path.basename(folder), '{}_{}'.format(config['dataset'],
-                                                                 config['model'])
-    # Runs from before --vocab existed built their vocabulary from the training split.
-    settings = dict(config, vocab=config.get('vocab', 'train'))
+    name, default_name = os.path.basename(folder), '{}_{}'.format(config.dataset,
+                                                                 config.model)
+    settings = config.to_json()   # folders from before --vocab have vocab 'train'
+    defaults = (TRANSFORMER_RERUN_DEFAULTS if model_setup.is_transformer(config)
+                else RERUN_DEFAULTS)
     flags = ''.join(' --{} {}'.format(key.replace('_', '-'), settings[key])
-                    for key, default in RERUN_DEFAULTS if settings.get(key, default) != default)
-    if config.get('char_based'):
+                    for key, default in defaults if settings.get(key, default) != default)
+    if config.char_based:
         flags += ' --char-based'
-    for flag in ('train_file', 'test_file', 'dev_file', 'exclude_train'):
-        if config.get(flag):
-            flags += ' --{} .../{}'.format(flag.replace('_', '-'), os.path.basename(config[flag]))
+    for flag in ('train_file', 'test_file', 'dev_file', 'exclude_train', 'pretrained'):
+        if getattr(config, flag):
+            flags += ' --{} .../{}'.format(flag.replace('_', '-'),
+                                           os.path.basename(getattr(config, flag)))
     prefix = '' if name == default_name else 'RUN={} '.format(name)
-    return '{}scripts/train_and_dknn.sh {} {}{}'.format(prefix, config['dataset'],
-                                                          config['model'], flags)
+    return '{}scripts/train_and_dknn.sh {} {}{}'.format(prefix, config.dataset,
+                                                          config.model, flags)
 
 
 def training(args):

@@ -20,7 +20,7 @@ from deepknn import model_setup
 import nlp_utils
 from deepknn.reports import reduction_report
 from deepknn import result_folder
-from deepknn import saliency
+from deepknn import leave_one_out
 from nlp_utils import UserError
 from deepknn.reports.tables import write_table
 
@@ -41,7 +41,7 @@ def parse_args(argv=None):
     parser.add_argument('--no-dknn', action='store_true',
                         help='skip DkNN credibility (conformity importance needs the DkNN)')
     cli.add_dknn(parser)
-    cli.add_batchsize(parser, saliency.DEFAULT_BATCHSIZE, 'rows per model batch and DkNN query')
+    cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE, 'rows per model batch and DkNN query')
     parser.add_argument('--out', default='results', help='folder for table, figures, HTML')
     cli.add_device(parser)
     return parser.parse_args(argv)
@@ -100,7 +100,7 @@ def write_outputs(setup, results, out, split):
 
 def table_rows(setup, results, run):
     rows = []
-    paper_length = paper_numbers.REDUCED_LENGTH.get(setup.config['dataset'], '')
+    paper_length = paper_numbers.REDUCED_LENGTH.get(setup.config.dataset, '')
     for importance, (reductions, view, seconds) in results.items():
         stats = input_reduction.summarize(reductions, view)
         rows.append({'run': run, 'importance': importance, 'examples': stats['n_examples'],

@@ -119,8 +119,8 @@ def evaluate_model(args):
             evaluation = dknn_evaluation.evaluate(setup, dknn, setup.encode(examples), args.batchsize)
         report = dknn_evaluation.summary(evaluation)
         report.update(settings(args, dknn, split), neighbor_labels=args.neighbor_labels,
-                      seconds=timer.seconds, dataset=setup.config['dataset'],
-                      model=setup.config['model'])
+                      seconds=timer.seconds, dataset=setup.config.dataset,
+                      model=setup.config.model)
         return report, write_report(args.out or setup.result_dir, split, report, evaluation)
 
 

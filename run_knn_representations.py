@@ -35,9 +35,9 @@ from deepknn.reports.tables import markdown_table, write_table
 
 def dataset_name(config):
     """'snli (dev-trained proxy)' for SNLI trained on its dev split, else the dataset."""
-    if config['dataset'] == 'snli' and 'dev' in os.path.basename(config.get('train_file') or ''):
+    if config.dataset == 'snli' and 'dev' in os.path.basename(config.train_file or ''):
         return 'snli (dev-trained proxy)'
-    return config['dataset']
+    return config.dataset
 
 
 # The result folders a command loaded stay locked until it ends: their DkNN activation
@@ -60,7 +60,7 @@ def percent(value):
 
 def backoff_row(setup, result):
     conf, cred = result['confidence'], result['credibility'] or {}
-    model = setup.config['model']
+    model = setup.config.model
     return {'dataset': dataset_name(setup.config), 'encoder': nets.MODEL_NAMES.get(model, model),
             'n_train': result['n_train'], 'k': conf['k'], 'T': conf['temperature'],
             'tau': conf['threshold'], 'model': percent(conf['model_accuracy']),
@@ -72,9 +72,9 @@ def backoff_row(setup, result):
             'credibility_threshold': cred.get('threshold'),
             'credibility_backoff': percent(cred.get('backoff_accuracy')),
             'n_below_credibility': cred.get('n_below'),
-            'paper_bert': paper_numbers.BACKOFF.get(setup.config['dataset'], (None,))[0],
-            'paper_knn_bert': paper_numbers.BACKOFF.get(setup.config['dataset'], (None, None))[1],
-            'paper_tau_bert': paper_numbers.BACKOFF_TAU.get(setup.config['dataset'])}
+            'paper_bert': paper_numbers.BACKOFF.get(setup.config.dataset, (None,))[0],
+            'paper_knn_bert': paper_numbers.BACKOFF.get(setup.config.dataset, (None, None))[1],
+            'paper_tau_bert': paper_numbers.BACKOFF_TAU.get(setup.config.dataset)}
 
 
 def table4_rows(rows):
@@ -182,7 +182,7 @@ def detection_row(setup, result):
     """One seed's scores, and each ranking's recall at the rule's fraction and at 10%."""
     scores = result['scores']
     row = {'run': os.path.basename(setup.result_dir), 'dataset': dataset_name(setup.config),
-           'seed': setup.config.get('label_noise_seed'),
+           'seed': setup.config.label_noise_seed,
            **{key: round(scores[key], 3) for key in ('precision', 'recall', 'f1')},
            'n_candidates': scores['n_candidates'], 'n_flipped': scores['n_flipped'],
            'fraction_inspected': round(result['fraction_inspected'], 3)}

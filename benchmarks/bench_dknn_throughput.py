@@ -63,7 +63,7 @@ def main():
             ('(c) batched exact faiss', *timed(batched, setup, dknns['faiss'], inputs, args.batchsize))]
     reference, baseline = runs[0][1], runs[0][2]
     lines = ['DkNN test-set evaluation, {} {} ({} examples, k={}, batch {}); '
-             'command: python {}'.format(setup.config['dataset'], setup.config['model'], len(inputs),
+             'command: python {}'.format(setup.config.dataset, setup.config.model, len(inputs),
                                          args.k, args.batchsize, ' '.join(sys.argv)), '',
              '| method | seconds | examples/s | speed-up vs (a) | predictions identical to (a) |',
              '| --- | --- | --- | --- | --- |']

@@ -52,7 +52,7 @@ def main():
     table = ('# Input reduction throughput, {} {} (gradient importance, beam {}, this CPU)\n\n'
              'Command: `python {}`\n\n| method | sentences | seconds | sentences/s | speed-up |\n'
              '| --- | --- | --- | --- | --- |\n').format(
-        setup.config['dataset'], setup.config['model'], args.beam, ' '.join(sys.argv))
+        setup.config.dataset, setup.config.model, args.beam, ' '.join(sys.argv))
     table += row.format('(a) one candidate at a time', len(subset), single_seconds,
                         len(subset) / single_seconds, '1.0x')
     table += row.format('(b) batched (batch {})'.format(args.batchsize), len(subset),

@@ -72,7 +72,7 @@ def main():
              '| (a) one by one (original) | {:.1f} | {:.2f} | 1.0x |\n'
              '| (b) batched (ours) | {:.1f} | {:.2f} | {:.1f}x |\n\n'
              'Largest absolute difference in importance between (a) and (b): {:.2g}\n').format(
-        setup.config['dataset'], setup.config['model'], len(examples), rows, args.k,
+        setup.config.dataset, setup.config.model, len(examples), rows, args.k,
         args.backend, ' '.join(sys.argv), original_seconds, len(examples) / original_seconds,
         batched_seconds, len(examples) / batched_seconds, original_seconds / batched_seconds,
         difference)

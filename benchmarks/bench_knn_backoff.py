@@ -53,7 +53,7 @@ def bench(setup, k, temperature, tau, layer, batchsize, repeats):
 
     forward_s, added_s = median_seconds(forward, repeats), median_seconds(added, repeats)
     per = 1e6 / len(inputs)
-    return {'dataset': setup.config['dataset'], 'model': setup.config['model'],
+    return {'dataset': setup.config.dataset, 'model': setup.config.model,
             'n_train': classifier.n_train, 'n_test': len(inputs), 'k': k,
             'forward_us_per_example': round(forward_s * per, 1),
             'backoff_added_us_per_example': round(added_s * per, 1),

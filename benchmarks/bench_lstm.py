@@ -1,4 +1,4 @@
-"""BiLSTM training speed on CPU: Chainer's L.NStepBiLSTM forward pass vs nets.ragged_lstm.
+"""BiLSTM training speed on CPU: Chainer's L.NStepBiLSTM forward pass vs deepknn.ragged_lstm.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_lstm.py --data-dir ../shared/data --batches 20
 
@@ -11,6 +11,7 @@ gate weights and one input product per time step) and (b) ours, alternating (a) 
 of parameters. An SST epoch is extrapolated from the mean seconds per batch. Prints
 the speed-up and the largest logit difference between (a) and (b) in test mode.
 """
+import types
 import functools
 import os
 import sys
@@ -24,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import nets  # noqa: E402
 import nlp_utils  # noqa: E402
 import text_datasets  # noqa: E402
+from deepknn.splits import make_splits  # noqa: E402
 
 
 def nstep_link_forward(encoder, embedded):
@@ -37,7 +39,7 @@ def nstep_link_forward(encoder, embedded):
 def sst_batches(data_dir, batchsize, n_batches, seed):
     """The first `n_batches` shuffled batches of SST training ids and labels, the
     vocabulary size, and the number of batches in one epoch."""
-    splits = text_datasets.make_splits(text_datasets.load_dataset('stsa.binary', data_dir))
+    splits = make_splits(text_datasets.load_dataset('stsa.binary', data_dir))
     vocab = nlp_utils.make_vocab([tokens for tokens, _ in splits.train])
     examples = nlp_utils.encode_examples(splits.train, vocab)
     order = np.random.RandomState(seed).permutation(len(examples))
@@ -73,7 +75,7 @@ def main():
     batches, n_vocab, epoch_batches, n_train = sst_batches(
         args.data_dir, args.batchsize, args.batches, args.seed)
     np.random.seed(args.seed)
-    config = dict(model='bilstm', unit=300, layer=3, dropout=0.4, embed_dim=50)
+    config = types.SimpleNamespace(model='bilstm', unit=300, layer=3, dropout=0.4, embed_dim=50)
     model = nets.build_model(config, n_vocab, 2, pair=False)
     ours = model.encoder.forward
     link_forward = functools.partial(nstep_link_forward, model.encoder)
@@ -101,7 +103,7 @@ def main():
         '| forward pass | s/batch | s/epoch (extrapolated) | speed-up |\n'
         '| --- | --- | --- | --- |\n'
         '| (a) L.NStepBiLSTM (before) | {:.3f} | {:.0f} | 1.0x |\n'
-        '| (b) nets.ragged_lstm (ours) | {:.3f} | {:.0f} | {:.2f}x |\n\n'
+        '| (b) deepknn.ragged_lstm (ours) | {:.3f} | {:.0f} | {:.2f}x |\n\n'
         'Largest absolute logit difference between (a) and (b), test mode, first batch: '
         '{:.2g}\n').format(
         len(batches), args.batchsize, np.mean(lengths), epoch_batches, n_train,

@@ -234,7 +234,7 @@ def activation_key(setup):
     """Identifies the cached activations: digests of the model file, the vocabulary and
     the training split's examples (a data file changed with the same number of lines
     changes the key too)."""
-    model_path = os.path.join(setup.result_dir, setup.config['model_path'])
+    model_path = os.path.join(setup.result_dir, setup.config.model_path)
     return '{}:{}:{}'.format(nlp_utils.file_digest(model_path), nlp_utils.vocab_digest(setup.vocab),
                              nlp_utils.examples_digest(setup.splits.train))
 
@@ -325,7 +325,7 @@ def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_l
     with timer('cache'):
         key = activation_key(setup)
         activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache, key)
-    dknn = DkNN(setup.config['n_class'], backend, k, last_layer_only, index_options)
+    dknn = DkNN(setup.config.n_class, backend, k, last_layer_only, index_options)
     with timer('index'):
         index_cache = IndexCache(setup.result_dir, key, dknn) if use_cache else None
         saved_states = index_cache.load() if index_cache else None

@@ -8,28 +8,128 @@ import dataclasses
 import os
 import re
 import sys
+from typing import Optional
 
 import chainer
 
 import nets
 import nlp_utils
 import text_datasets
+from deepknn.splits import Splits, change_train, make_splits
 from nlp_utils import UserError
 
-ARGS_FIELDS = ('dataset', 'model', 'unit', 'layer', 'dropout', 'embed_dim', 'n_class', 'seed',
-               'n_calib', 'char_based', 'pair', 'vocab_path', 'model_path')
+_REQUIRED = object()   # marks the fields every args.json has had since the first version
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """A result folder's args.json: everything needed to rebuild its model and data.
+
+    Validated once when read (`from_json`); a field added after the first version has
+    the default that folders written before it had, so old folders load unchanged.
+    Fields this class does not know (those a derived run adds, e.g. an entropy
+    fine-tuning's settings) are kept in `extra` and written back.
+    """
+    dataset: str = _REQUIRED
+    model: str = _REQUIRED
+    unit: int = _REQUIRED
+    layer: int = _REQUIRED
+    dropout: float = _REQUIRED
+    embed_dim: int = _REQUIRED
+    n_class: int = _REQUIRED
+    seed: int = _REQUIRED
+    n_calib: int = _REQUIRED
+    char_based: bool = _REQUIRED
+    pair: bool = _REQUIRED
+    vocab_path: str = _REQUIRED
+    model_path: str = _REQUIRED
+    batchsize: int = 64
+    epoch: int = 30
+    data_dir: Optional[str] = None
+    word_vectors: Optional[str] = None
+    train_file: Optional[str] = None
+    dev_file: Optional[str] = None
+    test_file: Optional[str] = None
+    dev_fraction: float = 0.1
+    min_freq: int = 2
+    vocab: str = 'train'            # folders from before --vocab kept training words only
+    max_vocab: Optional[int] = None
+    select_on_test: bool = False
+    skip_bad_lines: bool = False
+    allow_unseen_labels: bool = False
+    snli_majority: bool = False
+    exclude_train: Optional[str] = None
+    label_noise: float = 0.0
+    label_noise_seed: int = 0
+    label_names: Optional[list] = None
+    n_vocab: Optional[int] = None
+    vocab_digest: Optional[str] = None
+    data_digest: Optional[str] = None
+    # Pretrained transformers (model 'minilm' or 'transformer'):
+    pretrained: Optional[str] = None       # checkpoint folder; None: the packaged MiniLM
+    max_length: int = 128                  # word pieces per input, longer ones truncated
+    lr: Optional[float] = None             # peak learning rate (None: Adam's default)
+    warmup: float = 0.1                    # fraction of the steps with a rising rate
+    weights_sha256: Optional[str] = None   # of the pretrained weights fine-tuned
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, values, source='model setup'):
+        """A RunConfig from an args.json dict; UserError naming `source` and the field
+        when a field every folder has is missing or a field has the wrong type."""
+        known = {f.name: f for f in dataclasses.fields(cls) if f.name != 'extra'}
+        missing = [name for name, f in known.items() if f.default is _REQUIRED
+                   and name not in values]
+        if missing:
+            raise UserError('{} lacks fields {}; re-train with train_text_classifier.py'.format(
+                source, missing))
+        for name, value in values.items():
+            if name in known and not _has_type(value, known[name].type):
+                raise UserError('{}: field {!r} is {!r}, expected {}; restore the file or '
+                                're-train'.format(source, name, value, _type_name(known[name].type)))
+        return cls(**{k: v for k, v in values.items() if k in known},
+                   extra={k: v for k, v in values.items() if k not in known})
+
+    def to_json(self):
+        """The args.json dict (known fields, then `extra`)."""
+        values = dataclasses.asdict(self)
+        return dict(values, **values.pop('extra'))
+
+    def replace(self, **changes):
+        """A copy with `changes`; names this class does not know go into `extra` (which
+        `extra=` replaces as a whole)."""
+        known = {f.name for f in dataclasses.fields(self)}
+        extra = dict(changes.pop('extra', self.extra),
+                     **{k: v for k, v in changes.items() if k not in known})
+        return dataclasses.replace(self, extra=extra,
+                                   **{k: v for k, v in changes.items() if k in known})
+
+
+_TYPES = {str: (str,), int: (int,), float: (int, float), bool: (bool,),
+          Optional[str]: (str, type(None)), Optional[int]: (int, type(None)),
+          Optional[float]: (int, float, type(None)), Optional[list]: (list, type(None))}
+
+
+def _type_name(annotation):
+    return getattr(annotation, '__name__', None) or str(annotation).replace('typing.', '')
+
+
+def _has_type(value, annotation):
+    """Whether an args.json value fits a RunConfig annotation (True is no int here)."""
+    kinds = _TYPES[annotation]
+    return bool in kinds if isinstance(value, bool) else isinstance(value, kinds)
 
 
 @dataclasses.dataclass
 class Setup:
     """A trained model with its data. Token-level splits hold (tokens, label);
     id-level splits hold (ids, label) ready for the model."""
-    config: dict
+    config: RunConfig
     result_dir: str
     vocab: dict
     model: nets.TextClassifier
     dataset: text_datasets.Dataset
-    splits: text_datasets.Splits
+    splits: Splits
     device: chainer.backend.Device
 
     def encode(self, examples):
@@ -66,8 +166,8 @@ class Setup:
             return split, getattr(self.splits, split)
         # The file's labels are the dataset's own ('1'), not the readable names ('positive').
         examples = text_datasets.read_eval_file(
-            eval_file, self.config['dataset'], self.dataset.label_names,
-            self.config['char_based'], self.config.get('skip_bad_lines', False))
+            eval_file, self.config.dataset, self.dataset.label_names,
+            self.config.char_based, self.config.skip_bad_lines)
         stem, extension = os.path.splitext(os.path.basename(eval_file))
         if extension not in ('.txt', '.tsv', '.jsonl'):   # stsa.binary.dev keeps its '.dev'
             stem += extension
@@ -88,27 +188,21 @@ def get_device(gpu):
 def load_data(config):
     """(Dataset, Splits) for a config dict as stored in args.json."""
     dataset = text_datasets.load_dataset(
-        config['dataset'], data_dir=config.get('data_dir'),
-        train_file=config.get('train_file'), dev_file=config.get('dev_file'),
-        test_file=config.get('test_file'), char_based=config['char_based'],
-        seed=config['seed'], skip_bad_lines=config.get('skip_bad_lines', False),
-        snli_majority=config.get('snli_majority', False),
-        allow_unseen_labels=config.get('allow_unseen_labels', False))
-    splits = text_datasets.make_splits(
-        dataset, seed=config['seed'], dev_fraction=config.get('dev_fraction', 0.1),
-        n_calib=config['n_calib'], select_on_test=config.get('select_on_test', False))
-    exclude = read_exclusions(config.get('exclude_train'))
-    if exclude or config.get('label_noise'):
-        splits = text_datasets.change_train(
-            splits, len(dataset.label_names), exclude, config.get('label_noise') or 0.0,
-            config.get('label_noise_seed', 0))
+        config.dataset, data_dir=config.data_dir,
+        train_file=config.train_file, dev_file=config.dev_file,
+        test_file=config.test_file, char_based=config.char_based,
+        seed=config.seed, skip_bad_lines=config.skip_bad_lines,
+        snli_majority=config.snli_majority,
+        allow_unseen_labels=config.allow_unseen_labels)
+    splits = make_splits(
+        dataset, seed=config.seed, dev_fraction=config.dev_fraction,
+        n_calib=config.n_calib, select_on_test=config.select_on_test)
+    exclude = read_exclusions(config.exclude_train)
+    if exclude or config.label_noise:
+        splits = change_train(
+            splits, len(dataset.label_names), exclude, config.label_noise or 0.0,
+            config.label_noise_seed)
     return dataset, splits
-
-
-# The type every args.json field must have (bool is checked before int: True is an int).
-FIELD_TYPES = {'dataset': str, 'model': str, 'unit': int, 'layer': int, 'dropout': (int, float),
-               'embed_dim': int, 'n_class': int, 'seed': int, 'n_calib': int, 'char_based': bool,
-               'pair': bool, 'vocab_path': str, 'model_path': str}
 
 
 def read_exclusions(path):
@@ -132,31 +226,27 @@ def write_train_changes(result_dir, splits):
 
 
 def read_config(args_path):
-    config = nlp_utils.read_json(args_path, 'model setup', dict)
-    missing = [f for f in ARGS_FIELDS if f not in config]
-    if missing:
-        raise UserError('model setup {} lacks fields {}; re-train with train_text_classifier.py'
-                        .format(args_path, missing))
-    for name, kind in FIELD_TYPES.items():
-        value = config[name]
-        if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
-            raise UserError('model setup {}: field {!r} is {!r}, expected {}; restore the file '
-                            'or re-train'.format(args_path, name, value,
-                                                 getattr(kind, '__name__', 'a number')))
-    return config
+    """The RunConfig of an args.json file, validated."""
+    return RunConfig.from_json(nlp_utils.read_json(args_path, 'model setup', dict),
+                               'model setup {}'.format(args_path))
+
+
+def write_config(result_dir, config):
+    """args.json of `config` (a RunConfig) in `result_dir`, atomically."""
+    nlp_utils.atomic_write_json(os.path.join(result_dir, 'args.json'), config.to_json())
 
 
 def read_vocab(result_dir, config):
     """vocab.json, checked: word -> distinct ids 0 .. n-1, and the one the model was
     trained with (its digest in args.json), not another of the same size."""
-    path = os.path.join(result_dir, config['vocab_path'])
+    path = os.path.join(result_dir, config.vocab_path)
     vocab = nlp_utils.read_json(path, 'vocabulary', dict)
     ids = list(vocab.values())
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids) \
             or sorted(ids) != list(range(len(ids))):
         raise UserError('vocabulary {} must map words to the distinct ids 0 .. n-1; restore it '
                         'or re-train'.format(path))
-    if config.get('vocab_digest') not in (None, nlp_utils.vocab_digest(vocab)):
+    if config.vocab_digest not in (None, nlp_utils.vocab_digest(vocab)):
         raise UserError('vocabulary {} is not the one this model was trained with (its digest '
                         'differs from args.json); restore it or re-train'.format(path))
     return vocab
@@ -171,9 +261,50 @@ def check_calibration(result_dir, splits):
                         'args.json: the data changed since training; re-train'.format(result_dir))
 
 
+TRANSFORMER_MODELS = ('minilm', 'transformer')   # the packaged MiniLM; any BERT folder
+
+
+def is_transformer(config):
+    return config.model in TRANSFORMER_MODELS
+
+
+def pretrained_checkpoint(config):
+    """The transformer checkpoint of a config (its folder, or the packaged MiniLM);
+    imported here because tokenizers and safetensors are needed only for these."""
+    from deepknn import transformer
+    return transformer.checkpoint(config.pretrained)
+
+
+def describe_transformer(config):
+    """Fill the architecture fields of a new transformer run from its checkpoint:
+    units, layers and dropout are the checkpoint's, and its weights' hash is kept."""
+    checkpoint = pretrained_checkpoint(config)
+    bert = checkpoint.config
+    config.unit = config.embed_dim = bert.hidden_size
+    config.layer = bert.num_hidden_layers
+    config.dropout = bert.hidden_dropout_prob
+    config.weights_sha256 = checkpoint.weights_sha256
+
+
+def build_model(config, vocab, embeddings=None):
+    """The model a config describes, for vocabulary `vocab` (word -> id): a nets
+    encoder (with pretrained `embeddings` rows, or None), or a pretrained transformer
+    whose word pieces come from the checkpoint's tokenizer."""
+    if not is_transformer(config):
+        return nets.build_model(config, len(vocab), config.n_class, config.pair, embeddings)
+    from deepknn import transformer
+    checkpoint = pretrained_checkpoint(config)
+    if config.weights_sha256 not in (None, checkpoint.weights_sha256):
+        print('warning: the pretrained weights in {} changed since this model was trained; '
+              'only their tokenizer is used here'.format(checkpoint.folder), file=sys.stderr)
+    words = sorted(vocab, key=vocab.get)
+    return transformer.build_classifier(checkpoint, words, config.n_class, config.pair,
+                                        config.max_length)
+
+
 def load_model(config, result_dir, vocab, device):
-    model = nets.build_model(config, len(vocab), config['n_class'], config['pair'])
-    nlp_utils.load_npz_safely(os.path.join(result_dir, config['model_path']), model)
+    model = build_model(config, vocab)
+    nlp_utils.load_npz_safely(os.path.join(result_dir, config.model_path), model)
     model.to_device(device)
     return model
 
@@ -181,7 +312,7 @@ def load_model(config, result_dir, vocab, device):
 def run_description(setup):
     """'<run folder> (model sha256 0123456789ab)': the folder and the weights a table
     read, so a number can be traced to the model that made it."""
-    digest = nlp_utils.file_digest(os.path.join(setup.result_dir, setup.config['model_path']),
+    digest = nlp_utils.file_digest(os.path.join(setup.result_dir, setup.config.model_path),
                                    'sha256')
     return '{} (model sha256 {})'.format(os.path.relpath(setup.result_dir), digest[:12])
 
@@ -196,11 +327,11 @@ def load_setup(args_path, gpu=-1, data_dir=None):
         args_path = os.path.join(args_path, 'args.json')
     config = read_config(args_path)
     result_dir = os.path.dirname(os.path.abspath(args_path))
-    config['data_dir'] = data_dir or os.environ.get('DKNN_DATA_DIR') or config.get('data_dir')
+    config.data_dir = data_dir or os.environ.get('DKNN_DATA_DIR') or config.data_dir
     vocab = read_vocab(result_dir, config)
     dataset, splits = load_data(config)
     check_calibration(result_dir, splits)
-    if config.get('data_digest') not in (None, nlp_utils.examples_digest(
+    if config.data_digest not in (None, nlp_utils.examples_digest(
             splits.train, splits.dev, splits.calib, splits.test)):
         print('warning: the data of {} changed since training (same split sizes, other '
               'examples); its DkNN caches are rebuilt'.format(result_dir), file=sys.stderr)

@@ -1,8 +1,22 @@
-"""Saliency methods: one importance per word, as in sections 2, 3.3, 5 and 6.2.
+"""Interpretation methods: one importance per word, as in sections 2, 3.3, 5 and 6.2.
 
-One small class per method behind one interface (`Interpreter.interpret`: examples in,
-`Interpretation`s with plain arrays out); rendering lives in saliency_report.py and the
-command line in interpretations.py.
+One class per method behind one interface (`Interpreter.interpret`: examples in,
+`Interpretation`s with plain arrays out). Each class registers itself in REGISTRY
+(name -> class) when it is defined, and carries its own facts: `name`, a one-line
+`description` (for --help), `score_meaning` (what Interpretation.score is, for the
+reports), `needs_dknn`, `needs_temperature` and `from_setup`. Everything else
+(parse_methods, make_interpreter, interpret_all, the command lines and the reports)
+reads the registry, so adding a method is one class:
+
+    class ConstantLOO(saliency.LeaveOneOut):       # or Interpreter, for a non-LOO method
+        name = 'constant'
+        description = 'leave-one-out with a constant f (every word 0)'
+        def class_scores(self, outputs):
+            n = len(outputs.rows)
+            return np.ones((n, 2)), np.zeros(n, dtype=int)
+
+Define it in this file (or in a module imported before the registry is read); it is
+listed after the methods defined before it.
 
 Every method takes an input and gives one importance value per token; a positive
 value means the token supports the prediction of the method's classifier f.
@@ -11,188 +25,74 @@ value means the token supports the prediction of the method's classifier f.
                the neighbours over all layers with label j, section 3.3). y is the DkNN
                prediction; since p-values fall as conformity rises, that is the argmax
                of the conformity (ties to the smaller class id).
-  credibility  leave-one-out with f = the DkNN p-values, i.e. calibrated conformity
-               (section 6.2); f(y | x) for the DkNN prediction y is the credibility.
   confidence   leave-one-out with f = the softmax probability (section 2.1).
   calibrated   leave-one-out with f = the temperature-scaled softmax (section 6.2);
                needs temperature.json from scaling.py.
   gradient     -(dL/de_t) . e_t with L the cross-entropy at the softmax prediction
                (section 2.2); the minus sign makes positive mean "supports".
+  credibility  leave-one-out with f = the DkNN p-values, i.e. calibrated conformity
+               (section 6.2); f(y | x) for the DkNN prediction y is the credibility.
 
-Leave-one-out g(w_i) = f(y | x) - f(y | x_-i): word i is deleted and the shorter
-sentence is encoded again ('<eos>' stays last). For SNLI only hypothesis words are
-left out; the premise stays fixed.
-
-Edge cases:
-  - an empty input (no tokens to interpret) is a UserError;
-  - a one-token input has no leave-one-out variant (nothing is left once its only
-    word goes), so its leave-one-out importance is NaN; the gradient is defined;
-  - inputs of any length, also over 500 tokens, are allowed: the rows (full input
-    plus its variants) are cut into chunks of at most `batchsize` rows and about
-    `batchsize * TOKENS_PER_ROW` tokens, so memory stays bounded however long the
-    input. Results never depend on how the rows were chunked.
-
-Efficiency: the variants of several sentences are concatenated into one model batch
-and one batched DkNN query per chunk, and `interpret_all` runs every leave-one-out
-method over the same chunks, so the model and the DkNN see each row only once.
-
-Normalisation, highlight counts and ranks of the maps are in saliency_scores.py.
+Leave-one-out (rows, chunks, Eq. 1, edge cases) is in leave_one_out.py; a one-token
+input has NaN leave-one-out importance, but a gradient. Normalisation, highlight counts
+and ranks of the maps are in saliency_scores.py; rendering in reports/saliency_report.py.
 """
-import collections.abc
-import dataclasses
-import sys
-from typing import Optional
-
-import numpy as np
-import tqdm
-
 from deepknn import dknn as dknn_lib
-import nlp_utils
+import numpy as np
 from deepknn import calibration
+from deepknn.leave_one_out import (DEFAULT_BATCHSIZE, Interpretation, chunked_rows,
+                                   full_input, run_leave_one_out, split_example)
 from nlp_utils import UserError
 
-METHODS = ('conformity', 'confidence', 'calibrated', 'gradient')
-ALL_METHODS = METHODS + ('credibility',)
-DKNN_METHODS = ('conformity', 'credibility')
 DEFAULT_METHODS = ('conformity', 'confidence', 'gradient')   # the paper's Table 2
-DEFAULT_BATCHSIZE = 256
-TOKENS_PER_ROW = 64          # token budget of a chunk = batchsize * TOKENS_PER_ROW
-LONG_INPUT_WORDS = 1000      # leave-one-out of a longer input gets a warning first
+
+# name -> Interpreter subclass, in the order the classes were defined (the order of
+# --help and of error messages). Filled by Interpreter.__init_subclass__.
+REGISTRY = {}
 
 
-@dataclasses.dataclass
-class Interpretation:
-    """One method's word importances for one input."""
-    tokens: list                # the interpreted tokens (the hypothesis for SNLI)
-    scores: np.ndarray          # (n_tokens,) importance; positive supports `prediction`
-    prediction: int             # the prediction of the method's classifier f
-    score: float                # f(prediction | x) on the full input
-    label: Optional[int]        # gold label, if known
-    premise: Optional[list]     # SNLI premise tokens (kept fixed), else None
+def register(cls):
+    """Add `cls` to REGISTRY under cls.name; ValueError if the name is taken or a fact
+    is missing. Defining a subclass of Interpreter with a `name` calls this."""
+    name = cls.name
+    if not isinstance(name, str) or not name or name != name.strip() or ',' in name:
+        raise ValueError('{} needs a method name without commas or surrounding spaces, '
+                         'got {!r}'.format(cls.__qualname__, name))
+    if not isinstance(cls.description, str) or not cls.description.strip() \
+            or '\n' in cls.description:
+        raise ValueError('method {!r} ({}) needs a one-line description'.format(
+            name, cls.__qualname__))
+    if name in REGISTRY:
+        raise ValueError('interpretation method {!r} is already registered by {}.{}; '
+                         'choose another name'.format(
+                             name, REGISTRY[name].__module__, REGISTRY[name].__qualname__))
+    REGISTRY[name] = cls
+    return cls
 
 
-# ---------------------------------------------------------------- inputs and chunks
-def split_example(tokens, pair):
-    """Token-level input -> (premise tokens or None, tokens to interpret)."""
-    if pair != isinstance(tokens, tuple):
-        raise UserError('a {} model takes {} inputs, got {!r}'.format(
-            'pair' if pair else 'single-sentence',
-            '(premise, hypothesis)' if pair else 'token-list', tokens))
-    premise, words = tokens if pair else (None, tokens)
-    if len(words) == 0:
-        raise UserError('cannot interpret an empty input (no {} tokens)'.format(
-            'hypothesis' if pair else 'input'))
-    return premise, list(words)
-
-
-def full_input(premise, words, vocab):
-    """The model input of an example: ids, or (premise ids, hypothesis ids)."""
-    ids = nlp_utils.to_ids(words, vocab)
-    return ids if premise is None else (nlp_utils.to_ids(premise, vocab), ids)
-
-
-class LeaveOneOutInputs(collections.abc.Sequence):
-    """The n + 1 model inputs of leave-one-out: row 0 is the full input, row i + 1 the
-    input without word i (only row 0 for a one-word input). Rows are built on access,
-    so a long input never holds its n variants (n^2 ids) at once. Deleting id i from
-    the encoded sentence equals encoding the shortened one: to_ids maps token by token.
-    """
-
-    def __init__(self, premise, words, vocab):
-        self.full = full_input(premise, words, vocab)
-        self.n_words = len(words)
-
-    def __len__(self):
-        return 1 if self.n_words == 1 else self.n_words + 1
-
-    def __getitem__(self, row):
-        if not 0 <= row < len(self):
-            raise IndexError(row)
-        if row == 0:
-            return self.full
-        if isinstance(self.full, tuple):
-            premise_ids, ids = self.full
-            return premise_ids, np.delete(ids, row - 1)
-        return np.delete(self.full, row - 1)
-
-
-def _n_ids(model_input):
-    return sum(len(part) for part in model_input) if isinstance(model_input, tuple) \
-        else len(model_input)
-
-
-def chunked_rows(rows_per_input, batchsize, progress=None):
-    """Cut the rows of many inputs into chunks of at most `batchsize` rows and about
-    batchsize * TOKENS_PER_ROW ids (a chunk always takes at least one row).
-
-    rows_per_input: list over inputs of sequences of model inputs. Yields lists of
-    (input index, row index, model input). `progress`: a description for a bar that
-    counts rows (so one very long input moves it too), or None.
-    """
-    max_ids = batchsize * TOKENS_PER_ROW
-    with tqdm.tqdm(total=sum(len(rows) for rows in rows_per_input), desc=progress,
-                   unit='row', disable=progress is None) as bar:
-        chunk, chunk_ids = [], 0
-        for owner, rows in enumerate(rows_per_input):
-            for position, row in enumerate(rows):
-                if chunk and (len(chunk) >= batchsize or chunk_ids + _n_ids(row) > max_ids):
-                    yield chunk
-                    bar.update(len(chunk))
-                    chunk, chunk_ids = [], 0
-                chunk.append((owner, position, row))
-                chunk_ids += _n_ids(row)
-        if chunk:
-            yield chunk
-            bar.update(len(chunk))
-
-
-def warn_about_long_inputs(split_inputs, limit=LONG_INPUT_WORDS):
-    """Leave-one-out of an n-word input runs n + 1 inputs of about n words (~n^2 tokens):
-    say so before a long one starts, rather than look stuck."""
-    for number, (_, words) in enumerate(split_inputs, 1):
-        if len(words) > limit:
-            print('warning: input {} has {} words: leave-one-out runs {} variants of about '
-                  '{} words each (~{:.1e} tokens); this takes a while'.format(
-                      number, len(words), len(words) + 1, len(words),
-                      float(len(words)) ** 2), file=sys.stderr)
-
-
-class ChunkOutputs:
-    """The model's (and DkNN's) view of one chunk of rows, computed on first use so
-    that all methods run on a chunk share one forward pass and one DkNN query."""
-
-    def __init__(self, model, rows):
-        self.model = model
-        self.rows = rows
-        self._activations = None
-        self._dknn_results = {}
-
-    @property
-    def activations(self):
-        """Every DkNN layer, list of (M, D_l) arrays; the last one is the logits."""
-        if self._activations is None:
-            self._activations = self.model.layer_activations(self.rows, len(self.rows))
-        return self._activations
-
-    @property
-    def logits(self):
-        return self.activations[-1]
-
-    def dknn_result(self, dknn):
-        """DkNN.predict_from_activations on these rows (one batched query per layer)."""
-        if id(dknn) not in self._dknn_results:
-            self._dknn_results[id(dknn)] = dknn.predict_from_activations(self.activations)
-        return self._dknn_results[id(dknn)]
-
-
-# ---------------------------------------------------------------- interpreters
 class Interpreter:
-    """An input in, one importance value per token out (see the module docstring)."""
-    name = None
+    """An input in, one importance value per token out (see the module docstring).
+    A subclass that sets `name` registers itself; one without is abstract."""
+    name = None                  # the method's name in REGISTRY, --methods and reports
+    description = None           # one line, shown in --help
+    score_meaning = 'the score of the prediction'   # what Interpretation.score is
+    needs_dknn = False           # from_setup needs a fitted, calibrated DkNN
+    needs_temperature = False    # from_setup reads temperature.json (from scaling.py)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get('name') is not None:
+            register(cls)
 
     def __init__(self, model, vocab):
         self.model = model
         self.vocab = vocab
+
+    @classmethod
+    def from_setup(cls, setup, dknn=None):
+        """This method's interpreter for a loaded setup (model_setup.Setup or anything
+        with .model, .vocab, .result_dir); `dknn` is a DkNN whenever needs_dknn."""
+        return cls(setup.model, setup.vocab)
 
     def interpret(self, examples, batchsize=DEFAULT_BATCHSIZE, progress=None):
         """examples: list of (tokens, label) (label may be None) -> list of Interpretation.
@@ -201,7 +101,8 @@ class Interpreter:
 
 
 class LeaveOneOut(Interpreter):
-    """Eq. 1 with the classifier f given by `class_scores`; subclasses only choose f."""
+    """Eq. 1 with the classifier f given by `class_scores`; subclasses only choose f.
+    interpret_all runs all LeaveOneOut methods it is asked for over the same chunks."""
 
     def class_scores(self, outputs):
         """ChunkOutputs of M rows -> (f values (M, C) floats, predictions of f (M,))."""
@@ -211,9 +112,33 @@ class LeaveOneOut(Interpreter):
         return run_leave_one_out([self], examples, batchsize, progress)[0]
 
 
+# The classes below are defined in the order methods are listed (REGISTRY order).
+class ConformityLOO(LeaveOneOut):
+    """f = the DkNN conformity vector, y = the DkNN prediction (section 3.3)."""
+    name = 'conformity'
+    description = 'leave-one-out with the DkNN conformity (section 3.3)'
+    score_meaning = 'fraction of the DkNN neighbours (all layers) with the predicted label'
+    needs_dknn = True
+    dknn_key = 'conformity'
+
+    def __init__(self, model, vocab, dknn):
+        super().__init__(model, vocab)
+        self.dknn = dknn
+
+    @classmethod
+    def from_setup(cls, setup, dknn=None):
+        return cls(setup.model, setup.vocab, dknn)
+
+    def class_scores(self, outputs):
+        result = outputs.dknn_result(self.dknn)
+        return result[self.dknn_key], result['prediction']
+
+
 class ConfidenceLOO(LeaveOneOut):
     """f = softmax(logits / T) with T = 1 (section 2.1)."""
     name = 'confidence'
+    description = 'leave-one-out with the softmax confidence (section 2.1)'
+    score_meaning = 'softmax probability of the predicted label'
     temperature = 1.0
 
     def class_scores(self, outputs):
@@ -224,74 +149,26 @@ class ConfidenceLOO(LeaveOneOut):
 class CalibratedConfidenceLOO(ConfidenceLOO):
     """f = temperature-scaled softmax (section 6.2); T leaves the prediction unchanged."""
     name = 'calibrated'
+    description = ('leave-one-out with the temperature-scaled softmax (section 6.2; '
+                   'needs scaling.py\'s temperature.json)')
+    score_meaning = 'temperature-scaled softmax probability of the predicted label'
+    needs_temperature = True
 
     def __init__(self, model, vocab, temperature):
         super().__init__(model, vocab)
         self.temperature = temperature
 
-
-class ConformityLOO(LeaveOneOut):
-    """f = the DkNN conformity vector, y = the DkNN prediction (section 3.3)."""
-    name = 'conformity'
-    dknn_key = 'conformity'
-
-    def __init__(self, model, vocab, dknn):
-        super().__init__(model, vocab)
-        self.dknn = dknn
-
-    def class_scores(self, outputs):
-        result = outputs.dknn_result(self.dknn)
-        return result[self.dknn_key], result['prediction']
-
-
-class CredibilityLOO(ConformityLOO):
-    """f = the DkNN p-values (calibrated conformity, section 6.2)."""
-    name = 'credibility'
-    dknn_key = 'p_values'
-
-
-def loo_interpretation(f_values, predictions, words, label, premise):
-    """Eq. 1 from f on the rows of one input: f_values (n + 1, C) and predictions
-    (n + 1,), row 0 the full input, row i + 1 the input without word i (a one-word
-    input has only row 0 and gets NaN)."""
-    y = int(predictions[0])
-    full_score = float(f_values[0, y])
-    scores = full_score - f_values[1:, y] if len(words) > 1 else np.full(1, np.nan)
-    return Interpretation(words, np.asarray(scores, dtype=np.float64), y, full_score,
-                          label, premise)
-
-
-def run_leave_one_out(interpreters, examples, batchsize=DEFAULT_BATCHSIZE, progress=None):
-    """Several leave-one-out interpreters (sharing model and vocabulary) over the same
-    examples; every chunk of rows goes through the model and each DkNN once.
-    Returns one list of Interpretation per interpreter."""
-    model, vocab = interpreters[0].model, interpreters[0].vocab
-    if any(i.model is not model or i.vocab is not vocab for i in interpreters):
-        raise ValueError('leave-one-out interpreters run together must share model and vocab')
-    split = [split_example(tokens, model.pair) for tokens, _ in examples]
-    warn_about_long_inputs(split)
-    rows = [LeaveOneOutInputs(premise, words, vocab) for premise, words in split]
-    # f values and predictions of every row, per interpreter and input.
-    f_values = [[None] * len(rows) for _ in interpreters]
-    predictions = [[np.empty(len(r), dtype=np.int64) for r in rows] for _ in interpreters]
-    for chunk in chunked_rows(rows, batchsize, progress):
-        outputs = ChunkOutputs(model, [row for _, _, row in chunk])
-        for m, interpreter in enumerate(interpreters):
-            values, predicted = interpreter.class_scores(outputs)
-            for (owner, position, _), value, prediction in zip(chunk, values, predicted):
-                if f_values[m][owner] is None:
-                    f_values[m][owner] = np.empty((len(rows[owner]), len(value)))
-                f_values[m][owner][position] = value
-                predictions[m][owner][position] = prediction
-    return [[loo_interpretation(f_values[m][i], predictions[m][i], words, label, premise)
-             for i, ((premise, words), (_, label)) in enumerate(zip(split, examples))]
-            for m in range(len(interpreters))]
+    @classmethod
+    def from_setup(cls, setup, dknn=None):
+        return cls(setup.model, setup.vocab, calibration.load_temperature(setup.result_dir))
 
 
 class Gradient(Interpreter):
     """-(dL/de_t) . e_t, L = cross-entropy at the softmax prediction (section 2.2);
     the '<eos>' position is dropped. prediction/score: softmax argmax and probability."""
     name = 'gradient'
+    description = 'minus the loss gradient times each word embedding (section 2.2)'
+    score_meaning = 'softmax probability of the predicted label'
 
     def interpret(self, examples, batchsize=DEFAULT_BATCHSIZE, progress=None):
         split = [split_example(tokens, self.model.pair) for tokens, _ in examples]
@@ -310,60 +187,80 @@ class Gradient(Interpreter):
         return results
 
 
+class CredibilityLOO(ConformityLOO):
+    """f = the DkNN p-values (calibrated conformity, section 6.2)."""
+    name = 'credibility'
+    description = ('leave-one-out with the DkNN credibility, i.e. calibrated conformity '
+                   '(section 6.2)')
+    score_meaning = 'DkNN credibility: the calibrated p-value of the predicted label'
+    dknn_key = 'p_values'
+
+
 # ---------------------------------------------------------------- choosing methods
-def parse_methods(methods):
-    """'a,b' or a list -> tuple of distinct method names, in order; UserError if unknown."""
+def parse_methods(methods, argument='methods'):
+    """'a,b' or a list -> tuple of distinct registered method names, in the order given;
+    UserError if one is unknown or none is given. `argument`: what the message calls
+    the value (a command line passes its flag)."""
     names = methods.split(',') if isinstance(methods, str) else list(methods)
     names = [name.strip() for name in names if name.strip()]
-    unknown = [name for name in names if name not in ALL_METHODS]
+    unknown = [name for name in names if name not in REGISTRY]
     if unknown or not names:
-        raise UserError('unknown interpretation method(s) {}; choose from {}'.format(
-            ', '.join(unknown) or '(none given)', ', '.join(ALL_METHODS)))
+        raise UserError('{}: {}; choose from {}'.format(
+            argument, 'unknown interpretation method(s) ' + ', '.join(unknown) if unknown
+            else 'no interpretation method given', ', '.join(REGISTRY)))
     return tuple(dict.fromkeys(names))
 
 
+def describe_methods():
+    """'name: description; ...' over the registry, for --help."""
+    return '; '.join('{}: {}'.format(name, cls.description) for name, cls in REGISTRY.items())
+
+
+def needs_dknn(methods):
+    """Whether any of `methods` needs a DkNN."""
+    return any(REGISTRY[m].needs_dknn for m in parse_methods(methods))
+
+
+def needs_temperature(methods):
+    """Whether any of `methods` reads temperature.json."""
+    return any(REGISTRY[m].needs_temperature for m in parse_methods(methods))
+
+
 def make_interpreter(method, setup, dknn=None):
-    """The Interpreter of `method` for a loaded setup (model_setup.Setup or anything
-    with .model, .vocab, .result_dir). DkNN methods build a DkNN with the default
-    settings (kdtree, k=75) when `dknn` is None."""
-    parse_methods([method])
-    if method == 'gradient':
-        return Gradient(setup.model, setup.vocab)
-    if method == 'confidence':
-        return ConfidenceLOO(setup.model, setup.vocab)
-    if method == 'calibrated':
-        return CalibratedConfidenceLOO(setup.model, setup.vocab,
-                                       calibration.load_temperature(setup.result_dir))
-    if dknn is None:
+    """The Interpreter of a registered `method` for a loaded setup (model_setup.Setup or
+    anything with .model, .vocab, .result_dir). A method that needs_dknn gets `dknn`, or
+    a DkNN with the default settings (kdtree, k=75) when `dknn` is None."""
+    cls = REGISTRY[parse_methods([method], 'method')[0]]
+    if cls.needs_dknn and dknn is None:
         dknn = dknn_lib.dknn_from_setup(setup)
-    return {'conformity': ConformityLOO, 'credibility': CredibilityLOO}[method](
-        setup.model, setup.vocab, dknn)
+    return cls.from_setup(setup, dknn)
 
 
 def interpret_all(setup, methods, examples, dknn=None, batchsize=DEFAULT_BATCHSIZE,
                   progress=True):
-    """{method: [Interpretation] over `examples`} for every method in `methods`.
+    """{method: [Interpretation] over `examples`} for every method in `methods`, in order.
 
-    The DkNN is built (once) only when a DkNN method is asked for and `dknn` is None.
-    All leave-one-out methods share one pass over the rows; progress bars count examples.
+    The registry decides what is built: temperature.json is read first when a method
+    needs_temperature (a missing one fails before the slow DkNN build), and the DkNN is
+    built (once) only when a method needs_dknn and `dknn` is None. All LeaveOneOut
+    methods share one pass over the rows; any other method runs on its own.
+    Progress bars count rows.
     """
     methods = parse_methods(methods)
-    # Cheap interpreters first, so a missing temperature.json fails before a DkNN build.
-    interpreters = {m: make_interpreter(m, setup) for m in methods if m not in DKNN_METHODS}
-    if any(m in DKNN_METHODS for m in methods):
-        if dknn is None:
-            dknn = dknn_lib.dknn_from_setup(setup)
-        interpreters.update({m: make_interpreter(m, setup, dknn)
-                             for m in methods if m in DKNN_METHODS})
+    if needs_temperature(methods):
+        calibration.load_temperature(setup.result_dir)
+    if dknn is None and needs_dknn(methods):
+        dknn = dknn_lib.dknn_from_setup(setup)
+    interpreters = {m: make_interpreter(m, setup, dknn) for m in methods}
     loo = [m for m in methods if isinstance(interpreters[m], LeaveOneOut)]
     results = {}
     if loo:
         description = 'leave-one-out ({})'.format(', '.join(loo)) if progress else None
         maps = run_leave_one_out([interpreters[m] for m in loo], examples, batchsize, description)
         results.update(zip(loo, maps))
-    if 'gradient' in methods:
-        results['gradient'] = interpreters['gradient'].interpret(
-            examples, batchsize, 'gradient' if progress else None)
+    for m in methods:
+        if m not in results:
+            results[m] = interpreters[m].interpret(examples, batchsize, m if progress else None)
     return {m: results[m] for m in methods}
 
 

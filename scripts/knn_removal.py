@@ -4,16 +4,17 @@ kNN retrieves most often vs without as many random ones (resumable).
     python scripts/knn_removal.py --template results/cad-snli_cnn/args.json --n-calib 0 \
         --runs results/removal_cad-snli_cnn --table results/knn_removal_cad-snli_cnn
 
-For each seed: train the full model (the template's flags with --seed), count how often
+For each seed: train the full model (the template's settings with --seed), count how often
 each training example is among the k=16 nearest other training examples (the layer
 before the logits, normalised), then retrain with --exclude-train on the top fraction
-and on as many random examples (drawn with the same seed). Runs that already have a
-train_result.json are skipped, so an interrupted experiment continues where it stopped.
+and on as many random examples (drawn with the same seed), calling the training library
+with exactly the template's configuration. Runs that already have a train_result.json
+are skipped (a run made with other settings is refused), so an interrupted experiment
+continues where it stopped.
 Prints and writes test-accuracy drops (points) against each seed's full model.
 """
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -25,37 +26,33 @@ from deepknn import dknn  # noqa: E402
 from deepknn.rajani import knn_influence  # noqa: E402
 from deepknn.rajani import knn_representations as knn  # noqa: E402
 from deepknn import model_setup  # noqa: E402
+from deepknn import training  # noqa: E402
 import nlp_utils  # noqa: E402
 from deepknn import result_folder  # noqa: E402
 from deepknn.reports import paper_numbers  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 
-# Paper (BERT, 1,666 pairs): drops of 4.6 vs 1.2 points at 10%, a further 6 vs 4 at 30%.
-# args.json fields passed back to train_text_classifier.py as --flag value.
-VALUE_FLAGS = ('dataset', 'model', 'word_vectors', 'embed_dim', 'batchsize', 'epoch', 'unit',
-               'layer', 'dropout', 'data_dir', 'train_file', 'dev_file', 'test_file',
-               'dev_fraction', 'min_freq', 'max_vocab')
-SWITCH_FLAGS = ('char_based', 'select_on_test', 'skip_bad_lines', 'snli_majority')
+# What a retrained run may differ in from the template: the rest is the template's.
+RETRAIN_CHANGES = ('seed', 'n_calib', 'exclude_train')
 
 
-def training_flags(config):
-    """The template's training flags, without seed, calibration size or data changes."""
-    flags = []
-    for key in VALUE_FLAGS:
-        if config.get(key) is not None:
-            flags += ['--' + key.replace('_', '-'), str(config[key])]
-    return flags + ['--' + key.replace('_', '-') for key in SWITCH_FLAGS if config.get(key)]
+def retrain_config(template, seed, n_calib, exclude=None):
+    """The template's RunConfig (every training setting, --vocab included) with another
+    seed, calibration size and excluded examples; no label noise, nothing derived."""
+    return template.replace(seed=seed, n_calib=n_calib, exclude_train=exclude, label_noise=0.0,
+                            vocab_digest=None, data_digest=None, extra={})
 
 
-def train(out, flags):
-    """Train into `out` unless it is finished; returns its test accuracy."""
+def train(out, config):
+    """Train `config` into `out` unless it holds that run finished; -> test accuracy. A
+    finished run trained with other settings is refused, never reused or replaced."""
     result_path = os.path.join(out, 'train_result.json')
-    if not os.path.exists(result_path):
+    if os.path.exists(result_path):
+        training.check_same_settings(model_setup.read_config(os.path.join(out, 'args.json')),
+                                     config, out)
+    else:
         print('training', out, flush=True)
-        with open(out + '.log', 'w') as log:
-            subprocess.run([sys.executable, os.path.join(ROOT, 'train_text_classifier.py'),
-                            '--out', out, '--force'] + flags, stdout=log,
-                           stderr=subprocess.STDOUT, check=True)
+        training.train(config, out, force=os.path.exists(out))
     return nlp_utils.read_json(result_path, 'training result')['test_accuracy']
 
 
@@ -64,23 +61,23 @@ def retrieval_counts(full_run, k, layer):
     with result_folder.lock(setup.result_dir, 'knn_removal.py'):   # the activation cache
         activations, labels = dknn.train_activations(setup)
     knn.check_layer(layer, len(activations))
-    classifier = knn.KnnClassifier(activations[layer], labels, setup.config['n_class'])
+    classifier = knn.KnnClassifier(activations[layer], labels, setup.config.n_class)
     return knn_influence.training_set_counts(classifier, activations[layer], k)
 
 
-def run_seed(args, base_flags, seed):
+def run_seed(args, template, seed):
     """Test accuracies {'full': a, (fraction, 'top'|'random'): a} for one seed."""
-    flags = base_flags + ['--seed', str(seed), '--n-calib', str(args.n_calib)]
     full = os.path.join(args.runs, 'seed{}_full'.format(seed))
-    accuracies = {'full': train(full, flags)}
+    accuracies = {'full': train(full, retrain_config(template, seed, args.n_calib))}
     counts = retrieval_counts(full, args.k, args.layer)
     for fraction in args.fractions:
         for kind, indices in zip(('top', 'random'),
                                  knn_influence.removal_sets(counts, fraction, seed)):
             name = os.path.join(args.runs, 'seed{}_{}{}'.format(seed, kind, round(100 * fraction)))
-            exclude = name + '.exclude.json'
+            exclude = os.path.abspath(name + '.exclude.json')
             nlp_utils.atomic_write_text(exclude, json.dumps(indices.tolist()))
-            accuracies[fraction, kind] = train(name, flags + ['--exclude-train', exclude])
+            accuracies[fraction, kind] = train(
+                name, retrain_config(template, seed, args.n_calib, exclude))
     return accuracies
 
 
@@ -102,7 +99,7 @@ def table_rows(per_seed, fractions):
 
 
 def parse_args(argv=None):
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = cli.parser(__doc__)
     parser.add_argument('--template', required=True, help='args.json whose training flags to reuse')
     parser.add_argument('--runs', required=True, help='folder for the retrained runs')
     parser.add_argument('--table', required=True, help='output path without .md/.csv')
@@ -112,8 +109,7 @@ def parse_args(argv=None):
                         help='parts of the training set removed')
     parser.add_argument('--n-calib', type=nlp_utils.non_negative_int, default=0,
                         help='calibration split of every run')
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=16,
-                        help='neighbours retrieved per training example (the paper: 16)')
+    cli.add_k(parser, cli.RAJANI_K, 'neighbours retrieved per training example (the paper: 16)')
     parser.add_argument('--layer', type=int, default=-2,
                         help='activation layer (-2: the last hidden layer)')
     args = parser.parse_args(argv)
@@ -124,9 +120,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    base_flags = training_flags(model_setup.read_config(args.template))
+    template = model_setup.read_config(args.template)
     os.makedirs(args.runs, exist_ok=True)
-    per_seed = {seed: run_seed(args, base_flags, seed) for seed in args.seeds}
+    per_seed = {seed: run_seed(args, template, seed) for seed in args.seeds}
     rows = table_rows(per_seed, args.fractions)
     header = ('# Removal experiment (Rajani et al. 2020): test accuracy drop (points) after '
               'retraining without the most-retrieved (k={}) vs random training examples\n\n'

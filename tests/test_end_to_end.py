@@ -7,7 +7,7 @@ import chainer
 import numpy as np
 import pytest
 
-from deepknn import model_setup
+from deepknn import model_setup, training
 from deepknn import dknn as dknn_lib
 import run_dknn
 import train_text_classifier
@@ -78,7 +78,7 @@ def test_moved_result_folder_still_loads(trained, tmp_path):
     moved = tmp_path / 'moved'
     os.rename(str(out), str(moved))
     try:
-        assert model_setup.load_setup(str(moved)).config['dataset'] == 'custom'
+        assert model_setup.load_setup(str(moved)).config.dataset == 'custom'
     finally:
         os.rename(str(moved), str(out))
 
@@ -344,10 +344,11 @@ def test_args_json_with_wrong_value_types(trained, tmp_path, field, value):
 def test_rare_capitalised_word_keeps_its_lowercase_vector(tmp_path):
     vectors = tmp_path / 'vec.txt'
     vectors.write_text('paris 1 2\nthe 0 1\n')
-    config = {'word_vectors': str(vectors), 'min_freq': 2, 'max_vocab': None, 'seed': 0}
+    config = types.SimpleNamespace(model='cnn', word_vectors=str(vectors), min_freq=2,
+                                   max_vocab=None, seed=0, vocab='train')
     splits = types.SimpleNamespace(train=[(['Paris', 'the'], 0), (['the'], 1)], dev=[],
                                    calib=[], test=[])
-    vocab, embeddings = train_text_classifier.build_vocab_and_embeddings(config, splits)
+    vocab, embeddings = training.build_vocab_and_embeddings(config, splits)
     assert 'Paris' in vocab
     np.testing.assert_array_equal(embeddings[vocab['Paris']], [1, 2])
 
@@ -358,15 +359,15 @@ def test_pretrained_vocabulary_keeps_test_words_that_have_vectors(tmp_path):
     splits = types.SimpleNamespace(
         train=[(['the', 'good'], 1), (['the'], 0)], dev=[(['superb', 'zzz'], 1)], calib=[],
         test=[(['stellar', 'superb', 'qqq'], 1)])
-    config = {'word_vectors': str(vectors), 'min_freq': 2, 'max_vocab': None, 'seed': 0,
-              'vocab': 'pretrained'}
-    vocab, embeddings = train_text_classifier.build_vocab_and_embeddings(config, splits)
+    config = types.SimpleNamespace(model='cnn', word_vectors=str(vectors), min_freq=2,
+                                   max_vocab=None, seed=0, vocab='pretrained')
+    vocab, embeddings = training.build_vocab_and_embeddings(config, splits)
     # Training words first ('good' has a vector), then dev/test words with a vector by
     # falling frequency; words without a vector ('zzz', 'qqq') stay out.
     assert list(vocab) == ['<eos>', '<unk>', 'the', 'good', 'superb', 'stellar']
     np.testing.assert_array_equal(embeddings[vocab['stellar']], [2, 1])
-    vocab, _ = train_text_classifier.build_vocab_and_embeddings(dict(config, vocab='train'),
-                                                                splits)
+    config.vocab = 'train'
+    vocab, _ = training.build_vocab_and_embeddings(config, splits)
     assert list(vocab) == ['<eos>', '<unk>', 'the', 'good']
 
 

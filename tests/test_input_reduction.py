@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from deepknn.feng import input_reduction as ir
-from deepknn import saliency
+from deepknn import leave_one_out
 import nlp_utils
 from nlp_utils import UserError
 from test_interpretations import VOCAB, make_setup, random_sentences
@@ -112,7 +112,7 @@ def test_reduction_keeps_the_prediction_and_never_empties(cnn):
         reducer = ir.make_reducer(importance, setup, dknn, max_beam=3)
         for result in reducer.reduce(examples):
             assert 1 <= len(result.reduced) <= len(result.original)
-            ids = saliency.full_input(None, result.reduced, VOCAB)
+            ids = leave_one_out.full_input(None, result.reduced, VOCAB)
             if importance == 'conformity':
                 kept = dknn.predict_from_activations(setup.model.layer_activations([ids]))
                 assert kept['prediction'][0] == result.prediction
@@ -143,7 +143,7 @@ def test_snli_premises_are_untouched(tmp_path):
     results = ir.make_reducer('gradient', setup, dknn).reduce(examples)
     for ((premise, hypothesis), _), result in zip(examples, results):
         assert result.premise == premise and result.original == hypothesis
-        full = saliency.full_input(premise, result.reduced, VOCAB)
+        full = leave_one_out.full_input(premise, result.reduced, VOCAB)
         assert setup.model.predict_logits([full]).argmax() == result.prediction
     assert any(r.steps > 0 for r in results)
 
@@ -154,7 +154,7 @@ def test_before_after_and_summary(cnn):
     reductions = ir.make_reducer('gradient', setup, dknn).reduce(examples)
     view = ir.before_after(setup.model, VOCAB, reductions, dknn)
     probabilities = setup.model.predict_proba(
-        [saliency.full_input(None, r.reduced, VOCAB) for r in reductions])
+        [leave_one_out.full_input(None, r.reduced, VOCAB) for r in reductions])
     np.testing.assert_allclose(view['confidence_after'], probabilities.max(axis=1), atol=1e-6)
     np.testing.assert_array_equal(view['softmax_prediction_after'],
                                   [r.prediction for r in reductions])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import interpretations as interp
+from deepknn import leave_one_out
 from deepknn import saliency
 from deepknn.reports import saliency_report
 from deepknn import saliency_scores
@@ -24,7 +25,7 @@ N_CLASS = 3
 
 def make_model(pair=False, seed=0):
     np.random.seed(seed)
-    config = dict(model='cnn', unit=12, layer=1, dropout=0, embed_dim=6)
+    config = types.SimpleNamespace(model='cnn', unit=12, layer=1, dropout=0, embed_dim=6)
     model = nets.build_model(config, len(VOCAB), N_CLASS, pair)
     model.to_device('@numpy')
     return model
@@ -48,7 +49,7 @@ def make_setup(tmp_path, pair=False):
     setup = types.SimpleNamespace(
         model=model, vocab=VOCAB, result_dir=str(tmp_path), label_names=LABEL_NAMES,
         splits=types.SimpleNamespace(train=train, test=train[:4]),
-        config={'dataset': 'toy', 'model': 'cnn', 'n_class': N_CLASS})
+        config=types.SimpleNamespace(dataset='toy', model='cnn', n_class=N_CLASS))
     setup.evaluation_examples = lambda split, eval_file: (split, getattr(setup.splits, split))
     return setup, dknn
 
@@ -69,13 +70,13 @@ def variants(words):
 # ---------------------------------------------------------------- leave-one-out by hand
 def test_leave_one_out_inputs_re_encode_the_shortened_sentence():
     words, premise = ['good', 'Schweiger', 'movie'], ['the', 'plot']
-    rows = saliency.LeaveOneOutInputs(None, words, VOCAB)
+    rows = leave_one_out.LeaveOneOutInputs(None, words, VOCAB)
     expected = [nlp_utils.to_ids(v, VOCAB) for v in [words] + variants(words)]
     assert len(rows) == 4 and all(np.array_equal(a, b) for a, b in zip(rows, expected))
-    pair_rows = list(saliency.LeaveOneOutInputs(premise, words, VOCAB))
+    pair_rows = list(leave_one_out.LeaveOneOutInputs(premise, words, VOCAB))
     assert all(np.array_equal(p, nlp_utils.to_ids(premise, VOCAB)) for p, _ in pair_rows)
     assert all(np.array_equal(h, e) for (_, h), e in zip(pair_rows, expected))
-    assert len(saliency.LeaveOneOutInputs(None, ['fun'], VOCAB)) == 1
+    assert len(leave_one_out.LeaveOneOutInputs(None, ['fun'], VOCAB)) == 1
 
 
 def test_confidence_loo_is_the_drop_in_softmax_probability(setup_and_dknn):
@@ -153,7 +154,7 @@ def test_batched_results_equal_one_at_a_time(setup_and_dknn):
 
 def test_chunks_respect_row_and_token_limits():
     rows = [[np.zeros(n, np.int32)] * n for n in (3, 1, 5, 2)] + [[np.zeros(1000, np.int32)] * 4]
-    chunks = list(saliency.chunked_rows(rows, batchsize=4))
+    chunks = list(leave_one_out.chunked_rows(rows, batchsize=4))
     assert all(len(chunk) <= 4 for chunk in chunks)
     # Rows of 1000 ids exceed the 4 * TOKENS_PER_ROW budget, so each gets a chunk of its own.
     assert [len(chunk) for chunk in chunks][-4:] == [1, 1, 1, 1]
@@ -178,6 +179,138 @@ def test_unknown_method_lists_choices(setup_and_dknn):
         saliency.interpret_all(setup, 'confidence,saliency', [(['good'], 0)])
     with pytest.raises(UserError, match='saliency'):
         saliency.make_interpreter('saliency', setup)
+
+
+def test_library_messages_name_the_parameter_and_the_cli_its_flag(tmp_path):
+    with pytest.raises(UserError, match='^methods: unknown interpretation method'):
+        saliency.parse_methods('nope')
+    with pytest.raises(UserError, match='^methods: no interpretation method given'):
+        saliency.parse_methods(' , ')
+    with pytest.raises(UserError, match='^--methods: unknown interpretation method'):
+        interp.main(['--model-setup', 'x', '--methods', 'nope',
+                     '--output', str(tmp_path / 'maps.html')])
+
+
+# ---------------------------------------------------------------- the registry
+@pytest.fixture
+def clean_registry():
+    """Whatever a test registers is gone afterwards (the registry as it was, in order)."""
+    before = dict(saliency.REGISTRY)
+    yield
+    saliency.REGISTRY.clear()
+    saliency.REGISTRY.update(before)
+
+
+@pytest.fixture
+def constant_method(clean_registry):
+    """A method defined the way a newcomer would: one class, nothing else edited.
+    f(0 | x) = the number of ids of x, so every word's importance is exactly 1."""
+    class ConstantLOO(saliency.LeaveOneOut):
+        name = 'constant'
+        description = 'every word has importance 1 (a test method)'
+        score_meaning = 'number of ids in the input'
+
+        def class_scores(self, outputs):
+            outputs.logits   # read like a real method, so sharing the pass is visible
+            n_ids = np.array([len(row) for row in outputs.rows], dtype=np.float64)
+            return (np.stack([n_ids, np.zeros_like(n_ids)], axis=1),
+                    np.zeros(len(n_ids), dtype=np.int64))
+    return ConstantLOO
+
+
+def test_registry_holds_the_methods_in_order_with_their_facts():
+    registry = saliency.REGISTRY
+    assert list(registry) == ['conformity', 'confidence', 'calibrated', 'gradient', 'credibility']
+    assert [n for n, c in registry.items() if c.needs_dknn] == ['conformity', 'credibility']
+    assert [n for n, c in registry.items() if c.needs_temperature] == ['calibrated']
+    assert saliency.DEFAULT_METHODS == ('conformity', 'confidence', 'gradient')
+    assert all(registry[n].name == n and registry[n].description for n in registry)
+    assert saliency.needs_dknn('confidence,credibility') and not saliency.needs_dknn(['gradient'])
+    assert saliency.needs_temperature(['calibrated']) and not saliency.needs_temperature('conformity')
+
+
+def test_a_new_method_class_is_available_everywhere(constant_method, setup_and_dknn, capsys,
+                                                     monkeypatch):
+    setup, dknn = setup_and_dknn
+    assert saliency.REGISTRY['constant'] is constant_method
+    assert saliency.parse_methods('confidence, constant') == ('confidence', 'constant')
+    with pytest.raises(UserError, match='choose from .*credibility, constant$'):
+        saliency.parse_methods('nope')
+    with pytest.raises(SystemExit):
+        interp.parse_args(['--help'])
+    assert 'constant: every word has importance 1 (a test method)' in ' '.join(
+        capsys.readouterr().out.split())
+    examples = examples_of(random_sentences(4, seed=13) + [['fun']])
+    alone = saliency.make_interpreter('constant', setup).interpret(examples)
+    assert isinstance(saliency.make_interpreter('constant', setup), constant_method)
+    for (words, label), result in zip(examples, alone):
+        expected = np.ones(len(words)) if len(words) > 1 else np.full(1, np.nan)
+        np.testing.assert_array_equal(result.scores, expected)
+        assert (result.prediction, result.score, result.label) == (0, len(words) + 1, label)
+    forward_passes = []
+    layer_activations = setup.model.layer_activations
+    monkeypatch.setattr(setup.model, 'layer_activations',
+                        lambda *a: forward_passes.append(1) or layer_activations(*a))
+    together = saliency.interpret_all(setup, 'constant,confidence,gradient', examples,
+                                      batchsize=1000, progress=False)
+    assert list(together) == ['constant', 'confidence', 'gradient']
+    assert len(forward_passes) == 1     # grouped with the other leave-one-out method
+    for a, b in zip(together['constant'], alone):
+        np.testing.assert_array_equal(a.scores, b.scores)
+    views = saliency_report.build_views(together, VOCAB, LABEL_NAMES)
+    assert 'constant: number of ids in the input' in saliency_report.score_note(views)
+
+
+def test_a_name_clash_or_a_missing_fact_is_refused(clean_registry):
+    before = dict(saliency.REGISTRY)
+    with pytest.raises(ValueError, match="'confidence' is already registered by .*ConfidenceLOO"):
+        class Impostor(saliency.LeaveOneOut):
+            name = 'confidence'
+            description = 'another confidence'
+    with pytest.raises(ValueError, match='one-line description'):
+        class Undescribed(saliency.Interpreter):
+            name = 'undescribed'
+    with pytest.raises(ValueError, match='without commas'):
+        class Listed(saliency.Interpreter):
+            name = 'a,b'
+            description = 'two names'
+
+    class Tweaked(saliency.ConfidenceLOO):   # no name of its own: a helper, not a method
+        temperature = 2.0
+    assert saliency.REGISTRY == before and saliency.REGISTRY['confidence'] is saliency.ConfidenceLOO
+
+
+def test_registry_facts_decide_what_interpret_all_builds(constant_method, setup_and_dknn,
+                                                         tmp_path, monkeypatch):
+    setup, dknn = setup_and_dknn
+    built = []
+    monkeypatch.setattr(dknn_lib, 'dknn_from_setup', lambda s: built.append(s) or dknn)
+
+    class NeighbourLOO(saliency.ConformityLOO):   # needs_dknn is inherited
+        name = 'toy-dknn'
+        description = 'conformity under another name (a test method)'
+
+    class CalibratedNeighbourLOO(NeighbourLOO):   # the fact alone makes the check
+        name = 'toy-dknn-temperature'
+        description = 'needs a DkNN and the temperature (a test method)'
+        needs_temperature = True
+
+    examples = examples_of(random_sentences(3, seed=14))
+    saliency.interpret_all(setup, ['constant', 'gradient'], examples, progress=False)
+    assert built == []                         # no method needs a DkNN: none is built
+    results = saliency.interpret_all(setup, ['constant', 'toy-dknn'], examples, progress=False)
+    assert built == [setup]                    # one needs it: built once
+    conformity = saliency.ConformityLOO(setup.model, VOCAB, dknn).interpret(examples)
+    for a, b in zip(results['toy-dknn'], conformity):
+        np.testing.assert_array_equal(a.scores, b.scores)
+    saliency.interpret_all(setup, ['toy-dknn'], examples, dknn, progress=False)
+    assert built == [setup]                    # given one: none is built
+    with pytest.raises(UserError, match='temperature.json'):
+        saliency.interpret_all(setup, ['toy-dknn-temperature'], examples, progress=False)
+    assert built == [setup]                    # a missing temperature fails before the build
+    nlp_utils.atomic_write_json(str(tmp_path / 'temperature.json'), {'temperature': 2.5})
+    saliency.interpret_all(setup, ['toy-dknn-temperature'], examples, progress=False)
+    assert built == [setup, setup]
 
 
 # ---------------------------------------------------------------- gradient
@@ -348,7 +481,7 @@ def test_pair_model_interprets_only_the_hypothesis(tmp_path):
 def hostile_views(tmp_path):
     """Views whose tokens, labels and neighbours all try to inject markup."""
     labels = ['<b>neg', 'neu&', 'pos"']
-    interpretation = saliency.Interpretation(
+    interpretation = leave_one_out.Interpretation(
         ['<script>', 'alert(1)', '</script>', 'good', '$5'],
         np.array([1.0, -0.5, 0.2, 0.0, np.nan]), 0, 0.9, 2, ['<i>premise', 'zzz'])
     neighbors = [[((['<script>x'], ['good']), 1)]]
@@ -373,7 +506,7 @@ def test_html_escapes_every_text(tmp_path):
 
 
 def test_html_colours_follow_the_sign(tmp_path):
-    interpretation = saliency.Interpretation(['good', 'bad', 'movie'], np.array([2.0, -1.0, 0.0]),
+    interpretation = leave_one_out.Interpretation(['good', 'bad', 'movie'], np.array([2.0, -1.0, 0.0]),
                                            2, 0.8, 2, None)
     views = saliency_report.build_views({'confidence': [interpretation]}, VOCAB, LABEL_NAMES)
     page = saliency_report.html_page(views, 'maps')
@@ -390,7 +523,7 @@ def test_html_colours_follow_the_sign(tmp_path):
 
 
 def test_report_marks_wrong_predictions_states_scores_and_settings():
-    wrong = saliency.Interpretation(['-lrb-', 'good', '-rrb-', 'zzz'],
+    wrong = leave_one_out.Interpretation(['-lrb-', 'good', '-rrb-', 'zzz'],
                                     np.array([0.1, 1.0, 0.1, 0.0]), 1, 0.8, 0, None)
     views = saliency_report.build_views({'conformity': [wrong]}, dict(VOCAB, **{
         '-lrb-': 90, '-rrb-': 91}), LABEL_NAMES)
@@ -405,7 +538,7 @@ def test_report_marks_wrong_predictions_states_scores_and_settings():
 
 
 def test_raw_importances_are_exported_with_both_scales(tmp_path):
-    found = saliency.Interpretation(['good', 'bad'], np.array([3.0, -1.0]), 2, 0.8, 2, None)
+    found = leave_one_out.Interpretation(['good', 'bad'], np.array([3.0, -1.0]), 2, 0.8, 2, None)
     rows = saliency_report.importance_rows({'gradient': [found]}, VOCAB, LABEL_NAMES)
     assert [(r['token'], r['raw_importance'], r['normalized_importance']) for r in rows] == [
         ('good', 3.0, 0.75), ('bad', -1.0, -0.25)]
@@ -420,7 +553,7 @@ def test_png_caps_very_long_tokens():
 
 
 def test_long_inputs_warn_before_leave_one_out(capsys):
-    saliency.warn_about_long_inputs([(None, ['w'] * 1500), (None, ['w'] * 3)])
+    leave_one_out.warn_about_long_inputs([(None, ['w'] * 1500), (None, ['w'] * 3)])
     err = capsys.readouterr().err
     assert 'input 1 has 1500 words: leave-one-out runs 1501 variants' in err
     assert 'input 2' not in err
@@ -428,7 +561,7 @@ def test_long_inputs_warn_before_leave_one_out(capsys):
 
 def test_progress_counts_rows_so_one_long_input_moves_the_bar(capsys):
     rows = [[np.zeros(4, np.int32)] * 10]
-    chunks = list(saliency.chunked_rows(rows, batchsize=3, progress='loo'))
+    chunks = list(leave_one_out.chunked_rows(rows, batchsize=3, progress='loo'))
     assert [len(c) for c in chunks] == [3, 3, 3, 1]
     assert '10/10' in capsys.readouterr().err
 

@@ -1,4 +1,4 @@
-"""scripts/knn_removal.py: flags reproduced from args.json, drops computed per seed."""
+"""scripts/knn_removal.py: retrains with the template's configuration, drops computed per seed."""
 import os
 import sys
 
@@ -6,20 +6,45 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'scripts'))
 import knn_removal  # noqa: E402
-import train_text_classifier  # noqa: E402
+from deepknn import model_setup, training  # noqa: E402
+from deepknn.model_setup import RunConfig  # noqa: E402
+from nlp_utils import UserError  # noqa: E402
 
 
-def test_training_flags_round_trip_through_the_trainer_parser():
-    config = {'dataset': 'cad-snli', 'model': 'cnn', 'word_vectors': '/v.txt.gz', 'embed_dim': 50,
-              'batchsize': 32, 'epoch': 7, 'unit': 60, 'layer': 1, 'dropout': 0.25,
-              'data_dir': '/data', 'train_file': None, 'dev_file': None, 'test_file': None,
-              'dev_fraction': 0.2, 'min_freq': 3, 'max_vocab': None, 'char_based': False,
-              'select_on_test': False, 'skip_bad_lines': True, 'snli_majority': False,
-              'seed': 5, 'n_calib': 100, 'label_noise': 0.1}
-    args = vars(train_text_classifier.parse_args(knn_removal.training_flags(config)))
-    for key in knn_removal.VALUE_FLAGS + knn_removal.SWITCH_FLAGS:
-        assert args[key] == config[key], key
-    assert args['label_noise'] == 0.0 and args['seed'] == 777   # never copied
+def template_config(**changes):
+    values = dict(dataset='cad-snli', model='cnn', word_vectors='/v.txt.gz', embed_dim=50,
+                  batchsize=32, epoch=7, unit=60, layer=1, dropout=0.25, data_dir='/data',
+                  dev_fraction=0.2, min_freq=3, vocab='train', skip_bad_lines=True, seed=5,
+                  n_calib=100, label_noise=0.1, n_class=3, pair=True, char_based=False,
+                  vocab_path='vocab.json', model_path='best_model.npz', vocab_digest='abc',
+                  extra={'finetuned_from': '..'})
+    return RunConfig(**dict(values, **changes))
+
+
+def test_a_retrained_run_has_exactly_the_templates_settings():
+    """Every setting comes back (--vocab train included, which the flag rebuilding of
+    the first version dropped); only seed, calibration size and exclusions change."""
+    template = template_config()
+    config = knn_removal.retrain_config(template, seed=2, n_calib=0, exclude='/x.json')
+    for name in training.SETTINGS + training.CHAINER_SETTINGS:
+        expected = {'seed': 2, 'n_calib': 0, 'exclude_train': '/x.json',
+                    'label_noise': 0.0}.get(name, getattr(template, name))
+        assert getattr(config, name) == expected, name
+    assert config.vocab == 'train' and config.vocab_digest is None and config.extra == {}
+
+
+def test_a_finished_run_with_other_settings_is_refused_not_reused(tmp_path, monkeypatch):
+    out = tmp_path / 'seed1_full'
+    out.mkdir()
+    same = knn_removal.retrain_config(template_config(), 1, 100)
+    model_setup.write_config(str(out), same.replace(n_vocab=321, vocab_digest='d'))  # derived
+    (out / 'train_result.json').write_text('{"test_accuracy": 0.5}')
+    trained = []
+    monkeypatch.setattr(training, 'train', lambda *args, **kwargs: trained.append(args))
+    assert knn_removal.train(str(out), same) == 0.5 and trained == []      # reused
+    with pytest.raises(UserError, match='other settings .*epoch 7 not 9'):
+        knn_removal.train(str(out), same.replace(epoch=9))
+    assert trained == []
 
 
 def test_drops_are_full_minus_variant_in_points_averaged_over_seeds():

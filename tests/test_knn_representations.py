@@ -5,6 +5,7 @@ import os
 import numpy as np
 import pytest
 
+from deepknn import splits as run_splits
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
 import text_datasets
@@ -147,23 +148,23 @@ def test_bad_hyperparameters_name_the_flag():
 
 def splits_of(n):
     examples = [(('w{}'.format(i),), i % 3) for i in range(n)]
-    return text_datasets.Splits(train=examples, dev=[], calib=[], test=[], dev_indices=None,
-                                calib_indices=[])
+    return run_splits.Splits(train=examples, dev=[], calib=[], test=[], dev_indices=None,
+                             calib_indices=[])
 
 
 def test_exclusion_and_label_noise_are_seeded_and_flip_to_another_label():
     splits = splits_of(50)
-    changed = text_datasets.change_train(splits, 3, exclude=[0, 49, 3], label_noise=0.1,
-                                         noise_seed=4)
+    changed = run_splits.change_train(splits, 3, exclude=[0, 49, 3], label_noise=0.1,
+                                      noise_seed=4)
     assert changed.excluded_indices == (0, 3, 49) and len(changed.train) == 47
     kept = [e for i, e in enumerate(splits.train) if i not in (0, 3, 49)]
     assert len(changed.flipped_indices) == 5
     for i, ((tokens, label), (tokens0, label0)) in enumerate(zip(changed.train, kept)):
         assert tokens == tokens0 and (label != label0) == (i in changed.flipped_indices)
-    again = text_datasets.change_train(splits, 3, exclude=[3, 0, 49], label_noise=0.1,
-                                       noise_seed=4)
+    again = run_splits.change_train(splits, 3, exclude=[3, 0, 49], label_noise=0.1,
+                                    noise_seed=4)
     assert again.train == changed.train
-    other = text_datasets.change_train(splits, 3, label_noise=0.1, noise_seed=5)
+    other = run_splits.change_train(splits, 3, label_noise=0.1, noise_seed=5)
     assert other.flipped_indices != changed.flipped_indices
 
 
@@ -172,7 +173,7 @@ def test_exclusion_and_label_noise_are_seeded_and_flip_to_another_label():
     ({'exclude': [50]}, '--exclude-train'), ({'exclude': list(range(50))}, '--exclude-train')])
 def test_bad_training_changes_name_the_flag(kwargs, message):
     with pytest.raises(UserError, match=message):
-        text_datasets.change_train(splits_of(50), 3, **kwargs)
+        run_splits.change_train(splits_of(50), 3, **kwargs)
 
 
 def test_training_flags_are_recorded_and_reproduced_at_load(tmp_path):
@@ -198,7 +199,7 @@ def test_training_flags_are_recorded_and_reproduced_at_load(tmp_path):
     assert len(setup.splits.train) == 120 - 12 - 3        # 10% dev carved, 3 excluded
     assert list(setup.splits.flipped_indices) == changes['flipped_indices']
     assert len(changes['flipped_indices']) == round(0.2 * 105)
-    unchanged = model_setup.load_data(dict(config, exclude_train=None, label_noise=0.0))[1]
+    unchanged = model_setup.load_data(setup.config.replace(exclude_train=None, label_noise=0.0))[1]
     kept = [e for i, e in enumerate(unchanged.train) if i not in (0, 5, 7)]
     flipped = set(changes['flipped_indices'])
     assert all((a[1] != b[1]) == (i in flipped)

@@ -1,4 +1,5 @@
-"""nets.ragged_lstm against Chainer's own L.NStepBiLSTM / L.NStepLSTM links."""
+"""deepknn.ragged_lstm against Chainer's own L.NStepBiLSTM / L.NStepLSTM links."""
+import types
 import chainer
 import chainer.functions as F
 import chainer.links as L
@@ -7,6 +8,7 @@ import pytest
 
 import nets
 import nlp_utils
+from deepknn.ragged_lstm import ragged_lstm
 
 LENGTHS = [3, 1, 6, 6, 2, 4, 1]   # ragged, with ties and one-token sequences
 IN_SIZE, UNITS, LAYERS = 5, 7, 3
@@ -33,7 +35,7 @@ def link_final_states(link, xs):
 
 
 def ours_final_states(link, xs):
-    return F.stack(nets.ragged_lstm(link.ws, link.bs, xs, link.direction, link.dropout))
+    return F.stack(ragged_lstm(link.ws, link.bs, xs, link.direction, link.dropout))
 
 
 def gradients(link, xs, compute, weights):
@@ -106,7 +108,7 @@ def test_model_saved_with_the_link_encoder_loads_unchanged(tmp_path):
                               units, n_class, 1, 0.3)
     chainer.serializers.save_npz(str(tmp_path / 'model.npz'), old)
     np.random.seed(1)   # different initial weights, so the load must overwrite them all
-    new = nets.build_model(dict(model='bilstm', unit=units, layer=2, dropout=0.3,
+    new = nets.build_model(types.SimpleNamespace(model='bilstm', unit=units, layer=2, dropout=0.3,
                                 embed_dim=embed_dim), n_vocab, n_class, pair=False)
     nlp_utils.load_npz_safely(str(tmp_path / 'model.npz'), new)
     rng = np.random.RandomState(3)

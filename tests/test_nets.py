@@ -1,3 +1,5 @@
+import types
+
 import chainer
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ N_VOCAB, N_CLASS = 30, 3
 
 def make_model(name, pair=False, unit=12, layer=2, seed=0):
     np.random.seed(seed)
-    config = dict(model=name, unit=unit, layer=layer, dropout=0.3, embed_dim=6)
+    config = types.SimpleNamespace(model=name, unit=unit, layer=layer, dropout=0.3, embed_dim=6)
     model = nets.build_model(config, N_VOCAB, N_CLASS, pair)
     model.to_device('@numpy')
     return model
@@ -108,4 +110,4 @@ def test_bilstm_backward_direction_reads_right_to_left():
 
 def test_unknown_model_name():
     with pytest.raises(ValueError, match='unknown model'):
-        nets.build_model(dict(model='gru', unit=4, layer=1, dropout=0, embed_dim=2), 5, 2, False)
+        nets.build_model(types.SimpleNamespace(model='gru', unit=4, layer=1, dropout=0, embed_dim=2), 5, 2, False)

@@ -8,7 +8,16 @@ import numpy as np
 from deepknn.reports import paper_analyses
 import paper_results
 from deepknn.reports import tables
-from deepknn.saliency import Interpretation
+from deepknn.model_setup import RunConfig
+from deepknn.leave_one_out import Interpretation
+
+
+def args_json(**values):
+    """args.json text of a run: the fields every folder has, plus `values`."""
+    required = dict(dataset='TREC', model='cnn', unit=300, layer=3, dropout=0.4, embed_dim=50,
+                    n_class=6, seed=777, n_calib=1000, char_based=False, pair=False,
+                    vocab_path='vocab.json', model_path='best_model.npz')
+    return json.dumps(dict(required, **values))
 
 
 def test_terribly_paraphrases_replace_each_great_of_positive_sentences():
@@ -48,12 +57,12 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
         {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.8875, 'backend': 'kdtree', 'k': 75}))
     (folder / 'dknn_dev_kdtree.json').write_text(json.dumps(
         {'softmax_accuracy': 0.85, 'dknn_accuracy': 0.86, 'backend': 'kdtree', 'k': 75}))
-    (folder / 'args.json').write_text(json.dumps({'epoch': 30, 'seed': 777}))
+    (folder / 'args.json').write_text(args_json(epoch=30, seed=777))
     seed = tmp_path / 'TREC_cnn_seed1'
     seed.mkdir()
     (seed / 'dknn_test_faiss.json').write_text(json.dumps(
         {'softmax_accuracy': 0.5, 'dknn_accuracy': 0.5, 'backend': 'faiss', 'k': 5}))
-    (seed / 'args.json').write_text(json.dumps({'epoch': 2, 'seed': 1}))
+    (seed / 'args.json').write_text(args_json(epoch=2, seed=1))
     rows = paper_results.table1_rows(str(tmp_path))
     trec, trec_seed = [r for r in rows if r['model'] == 'CNN' and r['dataset'] == 'TREC']
     assert trec_seed['run'] == 'TREC_cnn_seed1' and trec_seed['softmax'] == 50.0
@@ -99,7 +108,7 @@ def test_table1_leaves_out_entropy_finetuned_models(tmp_path):
         folder.mkdir()
         (folder / 'dknn_test_faiss.json').write_text(json.dumps(
             {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.9, 'backend': 'faiss', 'k': 75}))
-        (folder / 'args.json').write_text(json.dumps(dict({'epoch': 30, 'seed': 777}, **extra)))
+        (folder / 'args.json').write_text(args_json(epoch=30, seed=777, **extra))
     rows = [r for r in paper_results.table1_rows(str(tmp_path)) if r['dataset'] == 'TREC'
             and r['model'] == 'CNN']
     assert [r['run'] for r in rows] == ['TREC_cnn']
@@ -129,9 +138,8 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
     splits = types.SimpleNamespace(test=[(['a', 'b', 'c'], 1)], dev=[(['a', 'great', 'film'], 1)])
     (tmp_path / 'best_model.npz').write_bytes(b'weights')
     setup = types.SimpleNamespace(label_names=['negative', 'positive'], splits=splits,
-                                  result_dir=str(tmp_path),
-                                  config={'dataset': 'stsa.binary', 'model': 'cnn', 'epoch': 1,
-                                          'model_path': 'best_model.npz'})
+                                  result_dir=str(tmp_path), config=RunConfig.from_json(
+                                      json.loads(args_json(dataset='stsa.binary', epoch=1))))
     monkeypatch.setattr(paper_analyses, 'load_run',
                         lambda args, needs_temperature=False, check=None: (setup, None))
     # Test sentence: [0.9, 0.06, -0.04] highlights 2 (total), 3 (per-sign), 2 (half-scale);
@@ -160,12 +168,20 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
 
 
 def test_rerun_command_names_every_changed_setting():
-    config = {'dataset': 'cad-snli-augmented', 'model': 'bilstm', 'epoch': 30, 'seed': 777,
-              'vocab': 'pretrained', 'layer': 1, 'n_calib': 833, 'unit': 300,
-              'dev_file': '/data/snli_1.0/snli_1.0_dev.jsonl'}
+    config = RunConfig.from_json(json.loads(args_json(
+        dataset='cad-snli-augmented', model='bilstm', epoch=30, seed=777, vocab='pretrained',
+        layer=1, n_calib=833, unit=300, dev_file='/data/snli_1.0/snli_1.0_dev.jsonl')))
     assert paper_results.rerun_command('results/cad-snli-augmented_bilstm', config) == (
         'scripts/train_and_dknn.sh cad-snli-augmented bilstm --layer 1 --n-calib 833'
         ' --dev-file .../snli_1.0_dev.jsonl')
-    old_run = {'dataset': 'TREC', 'model': 'cnn', 'epoch': 5, 'seed': 1}   # before --vocab
+    old_run = RunConfig.from_json(json.loads(args_json(epoch=5, seed=1)))   # before --vocab
     assert paper_results.rerun_command('results/TREC_cnn_x', old_run) == (
         'RUN=TREC_cnn_x scripts/train_and_dknn.sh TREC cnn --epoch 5 --seed 1 --vocab train')
+    # A transformer's units, layers and dropout are its checkpoint's: never shown as flags.
+    minilm = RunConfig.from_json(json.loads(args_json(
+        dataset='stsa.binary', model='minilm', epoch=3, batchsize=32, lr=3e-5, unit=384,
+        layer=6, dropout=0.1, vocab='pretrained')))
+    assert paper_results.rerun_command('results/stsa.binary_minilm', minilm) == (
+        'scripts/train_and_dknn.sh stsa.binary minilm')
+    assert paper_results.rerun_command('results/stsa.binary_minilm', minilm.replace(
+        epoch=5, lr=2e-5)).endswith('minilm --epoch 5 --lr 2e-05')

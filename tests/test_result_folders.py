@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 
+import chainer
 import pytest
 
 import cli_helpers
@@ -89,7 +90,7 @@ def test_force_keeps_the_old_run_when_the_new_one_fails(finished, data, tmp_path
 
     def crash(self, **options):
         raise nlp_utils.UserError('simulated failure in epoch 1')
-    monkeypatch.setattr(train_text_classifier.training.Trainer, 'run', crash)
+    monkeypatch.setattr(chainer.training.Trainer, 'run', crash)
     status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
     assert_one_line_error(status, err, 'simulated failure')
     assert snapshot(out) == before
@@ -158,7 +159,7 @@ def test_train_and_dknn_script_never_forces_a_resume(tmp_path):
 def test_failure_before_the_first_snapshot_leaves_nothing(data, tmp_path, capsys, monkeypatch):
     def crash(self, **options):
         raise nlp_utils.UserError('simulated failure')
-    monkeypatch.setattr(train_text_classifier.training.Trainer, 'run', crash)
+    monkeypatch.setattr(chainer.training.Trainer, 'run', crash)
     status, _ = cli(train_text_classifier.main, train_argv(tmp_path / 'new', data), capsys)
     assert status == 2 and not (tmp_path / 'new').exists()
     given = tmp_path / 'empty'

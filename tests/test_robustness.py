@@ -102,12 +102,28 @@ for flag, value, expected in [('--embed-dim', '0', 'an integer >= 1'),
                               ('--dev-fraction', '1', 'a number in [0, 1)'),
                               ('--min-freq', '0', 'an integer >= 1'),
                               ('--max-vocab', '0', 'an integer >= 1'),
-                              ('--model', 'transformer', 'invalid choice'),
+                              ('--model', 'gpt2', 'invalid choice'),
                               ('--dataset', 'imagenet', 'invalid choice')]:
     def flag_case(c, flag=flag, value=value):
         return c.train(flag, value)
     flag_case.__name__ = 'train_{}_{}'.format(flag.strip('-').replace('-', '_'), value)
     case('train', 'argument {}'.format(flag), expected)(flag_case)
+
+
+@case('train', '--model transformer needs --pretrained DIR')
+def train_transformer_without_a_checkpoint(c):
+    return c.train('--model', 'transformer')
+
+
+@case('train', '--pretrained goes with --model transformer')
+def train_pretrained_folder_for_a_cnn(c):
+    return c.train('--pretrained', str(c.tmp))
+
+
+@case('train', 'config.json')
+def train_transformer_from_a_folder_without_its_files(c):
+    c.write('bert/README', 'not a checkpoint')
+    return c.train('--model', 'transformer', '--pretrained', str(c.tmp / 'bert'))
 
 
 @case('train', 'not allowed with argument --force')
@@ -610,7 +626,7 @@ def test_changed_data_with_the_same_line_count_is_not_served_stale_activations(
     run = copy_run(runs['folder'] / 'binary', tmp_path)
     setup = model_setup.load_setup(run)
     key = dknn_lib.activation_key(setup)
-    train_file = setup.config['train_file']
+    train_file = setup.config.train_file
     original = open(train_file).read()
     try:
         with open(train_file, 'w') as f:   # same lines, one word changed

@@ -14,7 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from deepknn import data_files  # noqa: E402
 import text_datasets  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
-from text_datasets import load_dataset, make_splits  # noqa: E402
+from deepknn.splits import make_splits  # noqa: E402
+from text_datasets import load_dataset  # noqa: E402
 
 SHARED_DATA = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'data')
 

@@ -19,6 +19,7 @@ import numpy as np
 import tqdm
 
 from deepknn import dknn as dknn_lib
+from deepknn import model_setup
 from deepknn.feng import input_reduction
 import nlp_utils
 from deepknn import result_folder
@@ -144,15 +145,14 @@ def write_finetuned_folder(out, parent_setup, model, settings, history):
     check_finite(model, history)
     out = os.path.abspath(out)
     parent_dir = parent_setup.result_dir
-    config = dict(parent_setup.config, finetuned_from=os.path.relpath(parent_dir, out),
-                  **settings)
+    parent = os.path.relpath(parent_dir, out)
+    config = parent_setup.config.replace(finetuned_from=parent, **settings)
     with result_folder.staged(out, 'finetune_entropy.py') as staging:
         for name in ('vocab.json', 'calib.json'):
             shutil.copyfile(os.path.join(parent_dir, name), os.path.join(staging, name))
-        nlp_utils.atomic_write_json(os.path.join(staging, 'args.json'), config)
-        nlp_utils.atomic_write(os.path.join(staging, config['model_path']),
+        model_setup.write_config(staging, config)
+        nlp_utils.atomic_write(os.path.join(staging, config.model_path),
                                lambda f: chainer.serializers.save_npz(f, model), 'wb')
         nlp_utils.atomic_write_json(os.path.join(staging, RECORD),
-                                    {'parent': config['finetuned_from'],
-                                     'settings': settings, 'history': history})
+                                    {'parent': parent, 'settings': settings, 'history': history})
     return out

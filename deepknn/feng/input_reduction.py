@@ -26,6 +26,7 @@ from typing import Optional
 import numpy as np
 import tqdm
 
+from deepknn import leave_one_out
 from deepknn import saliency
 from deepknn import calibration
 from nlp_utils import UserError
@@ -63,20 +64,20 @@ def beam_size(max_beam, length):
 
 
 def make_reducer(importance, setup, dknn=None, max_beam=DEFAULT_BEAM,
-                 batchsize=saliency.DEFAULT_BATCHSIZE):
+                 batchsize=leave_one_out.DEFAULT_BATCHSIZE):
     """An InputReducer for a loaded setup; 'conformity' needs a calibrated DkNN."""
     if importance not in IMPORTANCES:
         raise UserError('unknown importance {!r}; choose from {}'.format(
             importance, ', '.join(IMPORTANCES)))
     check_beam(max_beam)
-    if importance == 'conformity':
+    if saliency.REGISTRY[importance].needs_dknn:   # the DkNN decides what is kept
         if dknn is None:
-            raise ValueError('conformity importance needs a DkNN')
-        scorer = saliency.make_interpreter('conformity', setup, dknn)
+            raise ValueError('{} importance needs a DkNN'.format(importance))
+        scorer = saliency.make_interpreter(importance, setup, dknn)
         return InputReducer(scorer, scorer, max_beam, batchsize)
     scorer = saliency.make_interpreter('confidence', setup)
     explainer = scorer if importance == 'confidence' else saliency.make_interpreter(
-        'gradient', setup)
+        importance, setup)
     return InputReducer(explainer, scorer, max_beam, batchsize)
 
 
@@ -85,7 +86,7 @@ class InputReducer:
     scorer: a LeaveOneOut interpreter whose class_scores decide the prediction to keep."""
 
     def __init__(self, explainer, scorer, max_beam=DEFAULT_BEAM,
-                 batchsize=saliency.DEFAULT_BATCHSIZE):
+                 batchsize=leave_one_out.DEFAULT_BATCHSIZE):
         check_beam(max_beam)
         self.explainer = explainer
         self.scorer = scorer
@@ -99,9 +100,9 @@ class InputReducer:
         values = np.empty((len(inputs), 0))
         predictions = np.empty(len(inputs), dtype=np.int64)
         rows = [[x] for x in inputs]
-        for chunk in saliency.chunked_rows(rows, self.batchsize):
+        for chunk in leave_one_out.chunked_rows(rows, self.batchsize):
             f, predicted = self.scorer.class_scores(
-                saliency.ChunkOutputs(self.model, [row for _, _, row in chunk]))
+                leave_one_out.ChunkOutputs(self.model, [row for _, _, row in chunk]))
             if values.shape[1] == 0:
                 values = np.empty((len(inputs), f.shape[1]))
             owners = [owner for owner, _, _ in chunk]
@@ -111,8 +112,8 @@ class InputReducer:
     def reduce(self, examples, progress=None):
         """examples: [(tokens, label)] as in saliency.py (pairs: (premise, hypothesis)).
         Returns one Reduction per example. `progress`: a progress-bar description or None."""
-        split = [saliency.split_example(tokens, self.model.pair) for tokens, _ in examples]
-        f, predictions = self.scores([saliency.full_input(p, w, self.vocab) for p, w in split])
+        split = [leave_one_out.split_example(tokens, self.model.pair) for tokens, _ in examples]
+        f, predictions = self.scores([leave_one_out.full_input(p, w, self.vocab) for p, w in split])
         targets = [int(y) for y in predictions]
         first_scores = [float(f[i, y]) for i, y in enumerate(targets)]
         # A beam item is the tuple of the original word positions still kept.
@@ -152,7 +153,7 @@ class InputReducer:
     def _encode(self, example, kept):
         """Model input (ids) of an example keeping the word positions `kept`."""
         premise, words = example
-        return saliency.full_input(premise, [words[p] for p in kept], self.vocab)
+        return leave_one_out.full_input(premise, [words[p] for p in kept], self.vocab)
 
     @staticmethod
     def _input(example, kept):
@@ -177,20 +178,20 @@ class InputReducer:
 
 
 # ---------------------------------------------------------------- before and after
-def before_after(model, vocab, reductions, dknn=None, batchsize=saliency.DEFAULT_BATCHSIZE):
+def before_after(model, vocab, reductions, dknn=None, batchsize=leave_one_out.DEFAULT_BATCHSIZE):
     """Softmax (and DkNN) view of every original and reduced input. Returns a dict of
     arrays over the N reductions: confidence_before/after (softmax probability of
     the softmax prediction), softmax_prediction_before/after; with a DkNN also
     credibility_before/after and dknn_prediction_before/after (all (N,))."""
-    inputs = ([saliency.full_input(r.premise, r.original, vocab) for r in reductions]
-              + [saliency.full_input(r.premise, r.reduced, vocab) for r in reductions])
+    inputs = ([leave_one_out.full_input(r.premise, r.original, vocab) for r in reductions]
+              + [leave_one_out.full_input(r.premise, r.reduced, vocab) for r in reductions])
     n = len(reductions)
     probabilities = np.empty((2 * n, 0))
     credibility = np.empty(2 * n)
     dknn_prediction = np.empty(2 * n, dtype=np.int64)
-    for chunk in saliency.chunked_rows([[x] for x in inputs], batchsize):
+    for chunk in leave_one_out.chunked_rows([[x] for x in inputs], batchsize):
         owners = [owner for owner, _, _ in chunk]
-        outputs = saliency.ChunkOutputs(model, [row for _, _, row in chunk])
+        outputs = leave_one_out.ChunkOutputs(model, [row for _, _, row in chunk])
         p = calibration.softmax(outputs.logits)
         if probabilities.shape[1] == 0:
             probabilities = np.empty((2 * n, p.shape[1]))

@@ -114,7 +114,7 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16):
                             .format(setup.result_dir))
     train_vectors, train_labels = dknn.train_activations(setup, 'gold', batchsize)
     knn.check_layer(layer, len(train_vectors))
-    classifier = knn.KnnClassifier(train_vectors[layer], train_labels, setup.config['n_class'])
+    classifier = knn.KnnClassifier(train_vectors[layer], train_labels, setup.config.n_class)
     dev_activations, dev_proba = knn.split_outputs(setup, setup.dev, batchsize)
     nearest = classifier.neighbors(dev_activations[layer], 1)
     candidates = candidate_mislabeled(dev_proba.argmax(axis=1), nearest)

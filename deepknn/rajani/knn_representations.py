@@ -208,7 +208,7 @@ def classifier_from_setup(setup, layer=-2, batchsize=64):
     """KnnClassifier over the training split's `layer` activations (the DkNN cache)."""
     activations, labels = dknn.train_activations(setup, 'gold', batchsize)
     check_layer(layer, len(activations))
-    return KnnClassifier(activations[layer], labels, setup.config['n_class'])
+    return KnnClassifier(activations[layer], labels, setup.config.n_class)
 
 
 def split_outputs(setup, examples, batchsize=64):

@@ -61,10 +61,10 @@ def load_run(args, needs_temperature=False, check=None):
 
 def check_binary_sentiment(setup, args):
     """The 'terribly' analyses need a binary single-sentence model with a positive class."""
-    if setup.config['n_class'] != 2 or setup.model.pair:
+    if setup.config.n_class != 2 or setup.model.pair:
         raise UserError("terribly applies to a binary sentiment model (the paper's SST); {} has "
                         "{} classes{}: pass --run of an SST model".format(
-                            args.run, setup.config['n_class'],
+                            args.run, setup.config.n_class,
                             ' and sentence pairs' if setup.model.pair else ''))
     label_id(setup, args.positive_label, '--positive-label')
 
@@ -80,7 +80,7 @@ def provenance(setup, args):
     """The model (run folder and weights hash) and the command (`args.produced_by`, set
     by the CLI) of a table."""
     return 'Model: {} {} ({} epochs), {}. {}'.format(
-        setup.config['dataset'], setup.config['model'], setup.config['epoch'],
+        setup.config.dataset, setup.config.model, setup.config.epoch,
         model_setup.run_description(setup), args.produced_by)
 
 
@@ -141,7 +141,7 @@ def mean_highlighted(maps, normalization):
 
 def highlights(args):
     """Section 5.1 and 6.2: highlighted words per sentence over the whole test set."""
-    setup, dknn = load_run(args, needs_temperature=True)
+    setup, dknn = load_run(args, needs_temperature=saliency.needs_temperature(HIGHLIGHT_METHODS))
     sentences = setup.splits.test[:args.limit]   # progress bars count the rows done
     results = saliency.interpret_all(setup, HIGHLIGHT_METHODS, sentences, dknn, args.batchsize)
     lengths = [len(maps.tokens) for maps in results['gradient']]
@@ -200,7 +200,8 @@ def terribly(args):
     """Section 5.1: average rank of the inserted 'terribly' (1 = most negative).
 
     Binary SST only: ranks are of the importance toward the positive class."""
-    setup, dknn = load_run(args, needs_temperature=True, check=check_binary_sentiment)
+    setup, dknn = load_run(args, needs_temperature=saliency.needs_temperature(TERRIBLY_METHODS),
+                           check=check_binary_sentiment)
     positive = label_id(setup, args.positive_label, '--positive-label')
     paraphrases, results = terribly_maps(args, setup, dknn)
     rows = []
@@ -222,7 +223,9 @@ def terribly(args):
 
 def normalizations(args):
     """Section 5.1 highlight counts and 'terribly' ranks under every normalisation."""
-    setup, dknn = load_run(args, needs_temperature=True, check=check_binary_sentiment)
+    setup, dknn = load_run(
+        args, needs_temperature=saliency.needs_temperature(HIGHLIGHT_METHODS + TERRIBLY_METHODS),
+        check=check_binary_sentiment)
     positive = label_id(setup, args.positive_label, '--positive-label')
     test_maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
                                               args.batchsize)

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402 (must follow the backend choice)
 import numpy as np  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 
+from deepknn import saliency  # noqa: E402
 from deepknn.reports import plots  # noqa: E402
 from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, normalize  # noqa: E402
 
@@ -22,13 +23,6 @@ from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, norma
 # Penn Treebank escapes in the SST/TREC files, shown as what they stand for.
 PTB_TOKENS = {'-lrb-': '(', '-rrb-': ')', '-lsb-': '[', '-rsb-': ']', '-lcb-': '{',
               '-rcb-': '}', '``': '\u201c', "''": '\u201d'}
-# What the score beside each method's prediction is.
-SCORE_MEANINGS = {
-    'conformity': 'fraction of the DkNN neighbours (all layers) with the predicted label',
-    'credibility': 'DkNN credibility: the calibrated p-value of the predicted label',
-    'confidence': 'softmax probability of the predicted label',
-    'calibrated': 'temperature-scaled softmax probability of the predicted label',
-    'gradient': 'softmax probability of the predicted label'}
 
 
 def display_tokens(tokens, vocab):
@@ -220,8 +214,8 @@ def normalization_note(views):
 def score_note(views):
     """What the score in brackets means, for each method on the page."""
     methods = list(dict.fromkeys(m.method for view in views for m in view.maps))
-    return 'Scores in brackets: ' + '; '.join(
-        '{}: {}'.format(m, SCORE_MEANINGS.get(m, 'the score of the prediction')) for m in methods)
+    return 'Scores in brackets: ' + '; '.join('{}: {}'.format(
+        m, saliency.REGISTRY.get(m, saliency.Interpreter).score_meaning) for m in methods)
 
 
 def settings_note(settings):

@@ -1,0 +1,473 @@
+"""The repository's layout (ARCHITECTURE.md): every import points down the layers.
+
+The import graph is read with `ast` from every .py file of the root, `deepknn/` (all
+depths), `scripts/` and `benchmarks/`, imports inside functions included, and checked by
+`layout_violations`, which fails on
+  (a) a module under deepknn/ importing a root script,
+  (b) an import against the layers of LAYERS (and deepknn.cli used by anything but a
+      command line, or importing above layer 1),
+  (c) an import cycle among project modules,
+  (d) a module under deepknn/ that LAYERS does not place,
+  (e) more than MAX_ROOT_FILES .py files at the root.
+The checker is a function of a graph, so each rule is also tested on a made-up graph.
+"""
+import ast
+import dataclasses
+import importlib.metadata
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+
+# The Chainer example's building blocks: kept at the root, but library modules (layers
+# 0-1). Every other .py file at the root is a command line (a root script, layer 5).
+BUILDING_BLOCKS = ('nets', 'text_datasets', 'nlp_utils')
+MAX_ROOT_FILES = 12
+
+# Module -> layer of ARCHITECTURE.md. A module may import only lower layers; within
+# layers 1 and 3 also modules of an earlier or the same sub-layer (3a < 3b < 3c < 3d),
+# cycles excluded by rule (c). 'deepknn.reports.*' places every module of the package.
+# Root scripts, scripts/ and benchmarks/ are layer 5 without being listed. Entries for
+# modules that do not exist (yet) are ignored.
+LAYERS = {
+    # 0 ground
+    'nlp_utils': '0',
+    'deepknn.result_folder': '0',
+    # package markers: a docstring, no imports (`import deepknn.x` runs them)
+    'deepknn': '0',
+    'deepknn.rajani': '0',
+    'deepknn.feng': '0',
+    'deepknn.reports': '0',
+    # 1 building blocks
+    'nets': '1',
+    'text_datasets': '1',
+    'deepknn.data_files': '1',
+    'deepknn.text_readers': '1',
+    'deepknn.splits': '1',
+    'deepknn.word_vectors': '1',
+    'deepknn.knn_index': '1',
+    'deepknn.ragged_lstm': '1',
+    'deepknn.transformer': '1',
+    # 2 one loader
+    'deepknn.model_setup': '2',
+    # 3 methods
+    'deepknn.calibration': '3a',
+    'deepknn.leave_one_out': '3a',
+    'deepknn.dknn': '3a',
+    'deepknn.saliency_scores': '3a',
+    'deepknn.training': '3a',
+    'deepknn.saliency': '3b',
+    'deepknn.dknn_evaluation': '3b',
+    'deepknn.rajani.knn_representations': '3b',
+    'deepknn.faithfulness': '3c',
+    'deepknn.feng.input_reduction': '3c',
+    'deepknn.rajani.knn_influence': '3c',
+    'deepknn.feng.entropy_regularization': '3d',
+    'deepknn.feng.measures': '3d',
+    # 4 reports
+    'deepknn.reports.*': '4',
+    # the command lines' shared flags: imported by layer 5 only, imports layers 0-1 only
+    'deepknn.cli': 'cli',
+}
+# Layers whose modules may import each other without a cycle (layer 3 in sub-layer order):
+# result_folder raises nlp_utils.UserError (the one error type); reports share plots,
+# tables and the published numbers.
+SAME_LAYER_OK = ('0', '1', '3', '4')
+COMMAND_LINE = '5'
+CLI = 'cli'
+CLI_MAY_IMPORT = ('0', '1')
+
+
+@dataclasses.dataclass(frozen=True)
+class Import:
+    path: str       # the importing file, relative to the repository root
+    line: int
+    importer: str   # its module name
+    imported: str   # the project module it imports
+
+
+@dataclasses.dataclass
+class Graph:
+    modules: dict   # module name -> file path relative to the root
+    imports: list   # Import, project modules only
+
+
+# ---------------------------------------------------------------- reading the graph
+def project_files(root):
+    """.py files (relative paths) of the root, deepknn/ (all depths), scripts/, benchmarks/."""
+    paths = [name for name in os.listdir(root) if name.endswith('.py')]
+    for folder, recursive in (('deepknn', True), ('scripts', False), ('benchmarks', False)):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, folder)):
+            dirnames[:] = sorted(d for d in dirnames if d != '__pycache__') if recursive else []
+            paths += [os.path.relpath(os.path.join(dirpath, f), root)
+                      for f in filenames if f.endswith('.py')]
+    return sorted(p.replace(os.sep, '/') for p in paths)
+
+
+def module_name(path):
+    """'deepknn/feng/measures.py' -> 'deepknn.feng.measures'; a package's __init__.py
+    -> the package; 'benchmarks/bench_lstm.py' -> 'benchmarks.bench_lstm'."""
+    parts = path[:-len('.py')].split('/')
+    if parts[-1] == '__init__':
+        parts = parts[:-1]
+    return '.'.join(parts)
+
+
+def _resolve(name, modules):
+    """The project module that importing dotted `name` loads: the longest prefix of it
+    that is a project module, or None for a module from outside the project."""
+    parts = name.split('.')
+    for n in range(len(parts), 0, -1):
+        candidate = '.'.join(parts[:n])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def _imported_names(node, importer, is_package):
+    """Dotted names an Import / ImportFrom node loads (`from pkg import name` loads the
+    submodule pkg.name when there is one, else pkg: `_resolve` finds which)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ''
+    if node.level:   # relative: from the importer's package, `level - 1` packages up
+        package = importer.split('.') if is_package else importer.split('.')[:-1]
+        package = package[:len(package) - (node.level - 1)]
+        base = '.'.join(package + ([base] if base else []))
+    return [base + '.' + alias.name if base else alias.name for alias in node.names]
+
+
+def read_graph(root=ROOT):
+    """The import graph of the project's .py files under `root`."""
+    modules = {module_name(path): path for path in project_files(root)}
+    imports = []
+    for importer, path in sorted(modules.items()):
+        with open(os.path.join(root, path), encoding='utf-8') as f:
+            tree = ast.parse(f.read(), filename=path)
+        is_package = path.endswith('__init__.py')
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            targets = {_resolve(name, modules)
+                       for name in _imported_names(node, importer, is_package)}
+            targets.discard(None)
+            imports += [Import(path, node.lineno, importer, target)
+                        for target in sorted(targets)]
+    return Graph(modules, sorted(imports, key=lambda i: (i.path, i.line, i.imported)))
+
+
+# ---------------------------------------------------------------- checking it
+def is_root_script(module, path):
+    return '/' not in path and module not in BUILDING_BLOCKS
+
+
+def layer_of(module, path, table):
+    """The module's layer: its LAYERS entry, '5' for a command line, None if unplaced."""
+    if module in table:
+        return table[module]
+    for key, layer in table.items():
+        if key.endswith('.*') and module.startswith(key[:-1]):
+            return layer
+    if is_root_script(module, path) or path.startswith(('scripts/', 'benchmarks/')):
+        return COMMAND_LINE
+    return None
+
+
+def describe(layer):
+    return 'deepknn.cli' if layer == CLI else 'layer ' + layer
+
+
+def layer_rule(importer_layer, imported_layer):
+    """None if a module of `importer_layer` may import one of `imported_layer`, else
+    the rule it breaks."""
+    if imported_layer == CLI:
+        if importer_layer != COMMAND_LINE:
+            return ('deepknn.cli (the command lines\' shared flags) may be imported only by '
+                    'layer 5 (root scripts, scripts/, benchmarks/), not by {}'
+                    .format(describe(importer_layer)))
+        return None
+    if importer_layer == CLI:
+        if imported_layer not in CLI_MAY_IMPORT:
+            return ('deepknn.cli may import only layers {}, not layer {}'
+                    .format(' and '.join(CLI_MAY_IMPORT), imported_layer))
+        return None
+    within = imported_layer[0] == importer_layer[0] and importer_layer[0] in SAME_LAYER_OK
+    if int(imported_layer[0]) < int(importer_layer[0]) or (
+            within and imported_layer <= importer_layer):   # '3a' <= '3b', '1' <= '1'
+        return None
+    if within:
+        return ('imports point down: {} may import only lower layers and earlier or the '
+                'same sub-layer, not {}'.format(describe(importer_layer),
+                                                 describe(imported_layer)))
+    if importer_layer == '0':
+        return ('layer 0 is the ground: it imports only numpy, chainer, the standard library '
+                'and layer 0, not {}'.format(describe(imported_layer)))
+    return ('imports point down: {} may import only lower layers, not {}'
+            .format(describe(importer_layer), describe(imported_layer)))
+
+
+def _cycles(graph):
+    """One cycle (a list of Import, each importing the next one's importer) per strongly
+    connected component of the graph that has one."""
+    edges = {}
+    for imp in graph.imports:
+        edges.setdefault(imp.importer, {}).setdefault(imp.imported, imp)
+    index, low, stack, on_stack, components = {}, {}, [], set(), []
+
+    def connect(v):   # Tarjan; the graph has a few dozen nodes, recursion is fine
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            components.append(set(component))
+
+    for v in sorted(set(edges) | {i.imported for i in graph.imports}):
+        if v not in index:
+            connect(v)
+    cycles = []
+    for component in components:
+        start = min(component)
+        if len(component) == 1 and start not in edges.get(start, {}):
+            continue
+        # shortest path start -> ... -> start inside the component (breadth first)
+        previous, frontier, found = {}, [start], None
+        while frontier and found is None:
+            next_frontier = []
+            for v in frontier:
+                for w in sorted(edges.get(v, ())):
+                    if w not in component:
+                        continue
+                    if w == start:
+                        found = v
+                        break
+                    if w not in previous:
+                        previous[w] = v
+                        next_frontier.append(w)
+                if found is not None:
+                    break
+            frontier = next_frontier
+        path, v = [edges[found][start]], found
+        while v != start:
+            path.append(edges[previous[v]][v])
+            v = previous[v]
+        cycles.append(path[::-1])
+    return cycles
+
+
+def layout_violations(graph, table=LAYERS, max_root_files=MAX_ROOT_FILES):
+    """Every breach of the layout in `graph`, one readable line each."""
+    problems = []
+    root_files = sorted(path for path in graph.modules.values() if '/' not in path)
+    if len(root_files) > max_root_files:
+        problems.append('(e) {} .py files at the root, at most {}: the root holds what users '
+                        'run plus the Chainer example\'s building blocks ({})'
+                        .format(len(root_files), max_root_files, ', '.join(root_files)))
+    for module, path in sorted(graph.modules.items()):
+        if path.startswith('deepknn/') and layer_of(module, path, table) is None:
+            problems.append('(d) {} ({}) has no layer: place the new module in LAYERS of '
+                            'tests/test_layout.py (ARCHITECTURE.md)'.format(path, module))
+    for imp in graph.imports:
+        imported_path = graph.modules[imp.imported]
+        where = '{}:{} imports {}'.format(imp.path, imp.line, imp.imported)
+        if imp.path.startswith('deepknn/') and is_root_script(imp.imported, imported_path):
+            problems.append('(a) {}: nothing under deepknn/ imports a root script (the '
+                            'command lines import the library, never the reverse)'
+                            .format(where))
+            continue
+        importer_layer = layer_of(imp.importer, imp.path, table)
+        imported_layer = layer_of(imp.imported, imported_path, table)
+        if importer_layer is None or imported_layer is None:
+            continue   # reported by (d)
+        rule = layer_rule(importer_layer, imported_layer)
+        if rule:
+            problems.append('(b) {}: {}'.format(where, rule))
+    for cycle in _cycles(graph):
+        problems.append('(c) import cycle {} -> {}: {}; imports point one way, so one of '
+                        'them must go'.format(
+                            ' -> '.join(imp.importer for imp in cycle), cycle[0].importer,
+                            '; '.join('{}:{} imports {}'.format(imp.path, imp.line,
+                                                                imp.imported)
+                                      for imp in cycle)))
+    return problems
+
+
+# ---------------------------------------------------------------- the real tree
+def test_the_import_graph_follows_the_layers():
+    problems = layout_violations(read_graph(ROOT))
+    assert not problems, 'layout violations (ARCHITECTURE.md):\n' + '\n'.join(problems)
+
+
+def test_the_reader_sees_the_project_and_its_imports():
+    graph = read_graph(ROOT)
+    assert {'nets', 'nlp_utils', 'text_datasets', 'deepknn', 'deepknn.dknn',
+            'deepknn.cli', 'deepknn.rajani.knn_influence'} <= set(graph.modules)
+    imported = {(i.importer, i.imported) for i in graph.imports}
+    assert ('nets', 'deepknn.ragged_lstm') in imported
+    assert ('deepknn.dknn', 'deepknn.knn_index') in imported
+    assert not any(i.imported in ('numpy', 'chainer', 'os') for i in graph.imports)
+
+
+def test_the_reader_resolves_every_import_form(tmp_path):
+    files = {
+        'deepknn/__init__.py': '',
+        'deepknn/a.py': 'import os\nimport nlp_utils\n',
+        'deepknn/b.py': ('from deepknn import a, sub\n'
+                         'from . import c\n'
+                         'from .a import thing\n'
+                         'def late():\n    import deepknn.sub.d as d\n'
+                         'from nlp_utils import UserError\n'),
+        'deepknn/c.py': 'from deepknn import missing\n',
+        'deepknn/sub/__init__.py': 'from .. import a\n',
+        'deepknn/sub/d.py': 'from ..sub import e\nimport numpy.linalg\n',
+        'deepknn/sub/e.py': '',
+        'nlp_utils.py': '',
+        'script.py': 'import deepknn.b\n',
+        'benchmarks/bench.py': 'from deepknn.sub.d import something\n',
+        'tests/test_x.py': 'import deepknn.a\n',   # tests are not part of the graph
+    }
+    for path, text in files.items():
+        os.makedirs(os.path.dirname(str(tmp_path / path)), exist_ok=True)
+        (tmp_path / path).write_text(text)
+    graph = read_graph(str(tmp_path))
+    assert set(graph.modules) == {'deepknn', 'deepknn.a', 'deepknn.b', 'deepknn.c',
+                                  'deepknn.sub', 'deepknn.sub.d', 'deepknn.sub.e',
+                                  'nlp_utils', 'script', 'benchmarks.bench'}
+    assert {(i.importer, i.line, i.imported) for i in graph.imports} == {
+        ('deepknn.a', 2, 'nlp_utils'),
+        ('deepknn.b', 1, 'deepknn.a'), ('deepknn.b', 1, 'deepknn.sub'),
+        ('deepknn.b', 2, 'deepknn.c'),
+        ('deepknn.b', 3, 'deepknn.a'), ('deepknn.b', 5, 'deepknn.sub.d'),
+        ('deepknn.b', 6, 'nlp_utils'),
+        ('deepknn.c', 1, 'deepknn'),   # no such submodule: the package is what loads
+        ('deepknn.sub', 1, 'deepknn.a'), ('deepknn.sub.d', 1, 'deepknn.sub.e'),
+        ('script', 1, 'deepknn.b'), ('benchmarks.bench', 1, 'deepknn.sub.d')}
+
+
+# ---------------------------------------------------------------- the checker can fail
+FAKE_TABLE = {'nlp_utils': '0', 'deepknn': '0', 'deepknn.result_folder': '0',
+              'nets': '1', 'deepknn.splits': '1', 'deepknn.model_setup': '2',
+              'deepknn.calibration': '3a',
+    'deepknn.leave_one_out': '3a', 'deepknn.dknn': '3a', 'deepknn.saliency': '3b',
+              'deepknn.reports.*': '4', 'deepknn.cli': 'cli'}
+FAKE_MODULES = {'nlp_utils': 'nlp_utils.py', 'nets': 'nets.py', 'run_dknn': 'run_dknn.py',
+                'train': 'train.py', 'deepknn': 'deepknn/__init__.py',
+                'deepknn.result_folder': 'deepknn/result_folder.py',
+                'deepknn.splits': 'deepknn/splits.py',
+                'deepknn.model_setup': 'deepknn/model_setup.py',
+                'deepknn.calibration': 'deepknn/calibration.py',
+                'deepknn.dknn': 'deepknn/dknn.py', 'deepknn.saliency': 'deepknn/saliency.py',
+                'deepknn.reports.plots': 'deepknn/reports/plots.py',
+                'deepknn.cli': 'deepknn/cli.py', 'benchmarks.bench': 'benchmarks/bench.py'}
+# Imports the layers allow: down, within layers 0, 1, 3 (sub-layer order) and 4, the CLI
+# from command lines. Line numbers are 10, 11, ...; an added import gets line 22.
+FAKE_CLEAN = [('run_dknn', 'deepknn.cli'), ('run_dknn', 'deepknn.reports.plots'),
+              ('benchmarks.bench', 'deepknn.cli'), ('deepknn.cli', 'deepknn.splits'),
+              ('deepknn.cli', 'nlp_utils'), ('deepknn.reports.plots', 'deepknn.saliency'),
+              ('deepknn.saliency', 'deepknn.dknn'), ('deepknn.dknn', 'deepknn.model_setup'),
+              ('deepknn.model_setup', 'nets'), ('nets', 'deepknn.splits'),
+              ('deepknn.splits', 'nlp_utils'), ('run_dknn', 'deepknn.model_setup')]
+
+
+def fake_graph(extra_imports=(), extra_modules=None, root_files=0):
+    modules = dict(FAKE_MODULES, **(extra_modules or {}))
+    modules.update({'tool{}'.format(i): 'tool{}.py'.format(i) for i in range(root_files)})
+    imports = [Import(modules[a], 10 + n, a, b)
+               for n, (a, b) in enumerate(FAKE_CLEAN + list(extra_imports))]
+    return Graph(modules, imports)
+
+
+def test_a_clean_fake_graph_passes():
+    assert layout_violations(fake_graph(), FAKE_TABLE) == []
+
+
+@pytest.mark.parametrize('graph, expected', [
+    # (a) the library imports a root script
+    (fake_graph([('deepknn.dknn', 'train')]),
+     ['(a) deepknn/dknn.py:22 imports train: nothing under deepknn/ imports a root script']),
+    (fake_graph([('deepknn.reports.plots', 'train')]),
+     ['(a) deepknn/reports/plots.py:22 imports train']),
+    # (b) upward: across layers, across sub-layers of 3, from layer 0
+    (fake_graph([('deepknn.model_setup', 'deepknn.calibration')]),
+     ['(b) deepknn/model_setup.py:22 imports deepknn.calibration', 'layer 2 may import '
+      'only lower layers, not layer 3a']),
+    (fake_graph([('deepknn.calibration', 'deepknn.saliency')]),
+     ['(b) deepknn/calibration.py:22 imports deepknn.saliency', 'layer 3a may import only '
+      'lower layers and earlier or the same sub-layer, not layer 3b']),
+    (fake_graph([('deepknn.result_folder', 'deepknn.splits')]),
+     ['(b) deepknn/result_folder.py:22 imports deepknn.splits', 'layer 0 is the ground',
+      'not layer 1']),
+    (fake_graph([('nets', 'train')]),
+     ['(b) nets.py:22 imports train', 'layer 1 may import only lower layers, not layer 5']),
+    # (b) deepknn.cli: only command lines import it, and it imports only layers 0-1
+    (fake_graph([('deepknn.reports.plots', 'deepknn.cli')]),
+     ['(b) deepknn/reports/plots.py:22 imports deepknn.cli',
+      'may be imported only by layer 5', 'not by layer 4']),
+    (fake_graph([('deepknn.cli', 'deepknn.model_setup')]),
+     ['(b) deepknn/cli.py:22 imports deepknn.model_setup',
+      'deepknn.cli may import only layers 0 and 1, not layer 2']),
+    # (c) a cycle, here inside layer 1 where same-layer imports are allowed
+    (fake_graph([('deepknn.splits', 'nets')]),
+     ['(c) import cycle deepknn.splits -> nets -> deepknn.splits: deepknn/splits.py:22 '
+      'imports nets; nets.py:19 imports deepknn.splits']),
+    (fake_graph([('deepknn.dknn', 'deepknn.dknn')]),
+     ['(c) import cycle deepknn.dknn -> deepknn.dknn: deepknn/dknn.py:22 imports '
+      'deepknn.dknn']),
+    # (d) a new library module nobody placed
+    (fake_graph(extra_modules={'deepknn.new_method': 'deepknn/new_method.py'}),
+     ['(d) deepknn/new_method.py (deepknn.new_method) has no layer']),
+    # (e) too many files at the root (nlp_utils, nets, run_dknn, train and nine tools)
+    (fake_graph(root_files=9), ['(e) 13 .py files at the root, at most 12']),
+], ids=['a-library-imports-script', 'a-report-imports-script', 'b-up-a-layer',
+        'b-up-a-sub-layer', 'b-ground-imports-up', 'b-building-block-imports-script',
+        'b-cli-imported-by-report', 'b-cli-imports-loader', 'c-cycle', 'c-self-import',
+        'd-unplaced-module', 'e-crowded-root'])
+def test_each_kind_of_violation_is_reported(graph, expected):
+    problems = layout_violations(graph, FAKE_TABLE)
+    assert len(problems) == 1, problems
+    for fragment in expected:
+        assert fragment in problems[0], (fragment, problems[0])
+
+
+def test_twelve_root_files_are_allowed():
+    assert layout_violations(fake_graph(root_files=8), FAKE_TABLE) == []
+
+
+# ---------------------------------------------------------------- the installed package
+def test_installed_package_imports_from_any_directory(tmp_path):
+    """`pip install -e . --no-deps --no-build-isolation` (pyproject.toml) makes the
+    library and the building blocks importable outside the checkout."""
+    try:
+        importlib.metadata.distribution('deep-knn')
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip('deep-knn is not installed in {} (run `pip install -e . --no-deps '
+                    '--no-build-isolation` in the venv, as `make venv` does)'
+                    .format(sys.executable))
+    env = {name: value for name, value in os.environ.items() if name != 'PYTHONPATH'}
+    code = ('import deepknn, deepknn.dknn, nets, nlp_utils, text_datasets\n'
+            'for m in (deepknn, deepknn.dknn, nets, nlp_utils, text_datasets):\n'
+            '    print(m.__file__)\n')
+    result = subprocess.run([sys.executable, '-c', code], cwd=str(tmp_path), env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    files = result.stdout.split()
+    assert len(files) == 5, result.stdout
+    for path in files:   # this checkout's files, not another installed copy
+        assert os.path.commonpath([os.path.realpath(path), os.path.realpath(ROOT)]) == \
+            os.path.realpath(ROOT), ('{} is not from this checkout ({}): reinstall with '
+                                     'pip install -e .'.format(path, ROOT))
