@@ -43,6 +43,7 @@ def parse_args(argv=None):
     cli.add_dknn(parser)
     cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE, 'rows per model batch and DkNN query')
     parser.add_argument('--out', default='results', help='folder for table, figures, HTML')
+    cli.add_overwrite(parser)
     cli.add_device(parser)
     return parser.parse_args(argv)
 
@@ -120,10 +121,17 @@ def _rounded(value):
     return None if value is None else round(value, 3)
 
 
+def table_stem(args, run):
+    return os.path.join(args.out, 'reduction_{}_{}'.format(run, args.split))
+
+
 def main(argv=None):
     args = parse_args(argv)
     importances = parse_importances(args.importance)
     input_reduction.check_beam(args.beam)      # before the slow loading
+    folder = os.path.dirname(os.path.abspath(args.model_setup)) \
+        if args.model_setup.endswith('.json') else os.path.abspath(args.model_setup)
+    cli.check_new_outputs([table_stem(args, os.path.basename(folder)) + '.md'], args.overwrite)
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
@@ -143,7 +151,7 @@ def main(argv=None):
               '(k={}, {}). Beam {}. Model: {}. {}\n'.format(
                   args.split, run, args.k, args.backend, args.beam,
                   model_setup.run_description(setup), cli.provenance()))
-    stem = os.path.join(args.out, 'reduction_{}_{}'.format(run, args.split))
+    stem = table_stem(args, run)
     write_table(stem, rows, columns, header)
     print('wrote {}.md/.csv, its HTML pages and figures'.format(stem))
 

@@ -124,6 +124,21 @@ def evaluate_model(args):
         return report, write_report(args.out or setup.result_dir, split, report, evaluation)
 
 
+def activation_classes(folder, split, *splits):
+    """The class count of --activations: the logits' width where a split has logits
+    (all alike), else one more than the largest training label; every split's labels
+    are then checked against it by the DkNN."""
+    names = ('train', 'calib', split)
+    widths = {name: logits.shape[1] for name, (_, _, logits) in zip(names, splits)
+              if logits is not None}
+    if len(set(widths.values())) > 1:
+        raise UserError('--activations {}: the logits have different widths {}; every split '
+                        'must come from the same model'.format(folder, widths))
+    if widths:
+        return next(iter(widths.values()))
+    return 1 + int(splits[0][1].max())
+
+
 def evaluate_activations(args):
     """DkNN over activations in --activations DIR -> (report, path)."""
     folder = args.activations
@@ -131,12 +146,18 @@ def evaluate_activations(args):
         raise UserError('--activations {} is not a folder'.format(folder))
     train, calib, evaluated = (dknn_evaluation.read_activations(os.path.join(folder, name + '.npz'))
                                for name in ('train', 'calib', args.split))
-    n_class = 1 + max(int(labels.max()) for _, labels, _ in (train, calib, evaluated))
-    if evaluated[2] is not None:
-        n_class = max(n_class, evaluated[2].shape[1])
+    n_class = activation_classes(folder, args.split, train, calib, evaluated)
     warn_about_split(args.split)
     dknn = dknn_lib.DkNN(n_class, args.backend, args.k, args.last_layer_only,
                          index_options(args))
+    for name, (layers, labels, _) in (('train', train), ('calib', calib), (args.split, evaluated)):
+        # Every split is checked before the slow indexing: labels, layer count and widths.
+        dknn.checked_labels(labels, len(labels), '{}.npz labels'.format(name))
+        widths = [layer.shape[1] for layer in layers]
+        if widths != [layer.shape[1] for layer in train[0]]:
+            raise UserError('--activations {}: {}.npz has layer widths {}, train.npz {}; every '
+                            'split must come from the same model'.format(
+                                folder, name, widths, [l.shape[1] for l in train[0]]))
     dknn.fit(train[0], train[1], progress=True).calibrate(calib[0], calib[1])
     evaluation = dknn_evaluation.evaluate_activations(dknn, evaluated[0], evaluated[1], evaluated[2])
     report = dknn_evaluation.summary(evaluation)

@@ -106,6 +106,8 @@ def table5_rows(rows):
 
 
 def backoff(args):
+    cli.check_new_outputs([args.table + suffix + '.md' for suffix in ('', '_table4', '_table5')],
+                          args.overwrite, '--table')
     rows = []
     for path in args.model_setup:
         setup = load(args, path)
@@ -196,6 +198,7 @@ def detection_row(setup, result):
 
 
 def detect(args):
+    cli.check_new_outputs([args.out + '.md', args.out + '.png'], args.overwrite)
     rows, curves, points = [], {}, []
     for path in args.model_setup:
         setup = load(args, path)
@@ -237,6 +240,7 @@ def parse_args(argv=None):
     sub.add_argument('--temperature', type=float, default=None, help='fixed T (default: tuned)')
     sub.add_argument('--tau', type=float, default=None, help='fixed tau (default: tuned)')
     sub.add_argument('--table', default='results/knn_backoff', help='output path without suffix')
+    cli.add_overwrite(sub)
     sub.set_defaults(run=backoff)
     sub = commands.add_parser('explain', parents=[common], help='nearest training examples')
     cli.add_model_setup(sub)
@@ -260,6 +264,7 @@ def parse_args(argv=None):
     sub = commands.add_parser('detect', parents=[common], help='mislabeled examples, Figure 4')
     cli.add_model_setup(sub, '+', 'runs trained with --label-noise (one per seed)')
     sub.add_argument('--out', default='results/knn_mislabeled', help='path without suffix')
+    cli.add_overwrite(sub)
     sub.set_defaults(run=detect)
     return parser.parse_args(argv)
 

@@ -70,16 +70,27 @@ def add_table_output(parser, default=None):
                         help='replace existing tables and figures in {}/'.format(RESULTS))
 
 
-def check_table_outputs(out, overwrite, paths):
-    """UserError before any work when a committed table would be replaced unasked: with
-    no explicit --out, an existing `paths` file needs --overwrite."""
-    if out is not None or overwrite:
+def add_overwrite(parser):
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace existing tables and figures of the same names')
+
+
+def check_new_outputs(paths, overwrite, flag='--out'):
+    """UserError before any work when an existing output (a committed table, say) would
+    be replaced unasked: an existing `paths` file needs --overwrite."""
+    if overwrite:
         return
     for path in paths:
         if os.path.exists(path):
-            raise nlp_utils.UserError(
-                '{} exists (committed results); pass --overwrite to replace it or --out DIR '
-                'to write elsewhere'.format(path))
+            raise nlp_utils.UserError('{} exists; pass --overwrite to replace it or another {} '
+                                      'to write elsewhere'.format(path, flag))
+
+
+def check_table_outputs(out, overwrite, paths):
+    """check_new_outputs for a command whose default --out is results/: with an explicit
+    --out the user chose the place."""
+    if out is None:
+        check_new_outputs(paths, overwrite)
 
 
 def provenance(argv=None):

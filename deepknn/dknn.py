@@ -48,6 +48,11 @@ class DkNN:
 
     def __init__(self, n_class, backend='faiss', k=75, last_layer_only=False,
                  index_options=None):
+        for name, value, minimum in (('n_class', n_class, 2), ('k', k, 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or value < minimum:
+                raise UserError('{} must be an integer >= {}, got {!r}'.format(
+                    name, minimum, value))
         self.n_class = n_class
         self.backend = backend
         self.k = k
@@ -65,16 +70,12 @@ class DkNN:
         ints in [0, n_class). index_states: per searched layer, a saved_state() of an
         index built on the same activations with the same options, restored instead of
         rebuilt."""
-        train_labels = np.asarray(train_labels, dtype=np.int64)
+        train_activations = checked_layers(train_activations, 'train_activations')
+        train_labels = self.checked_labels(train_labels, len(train_activations[0]),
+                                           'train_labels')
         n_train = len(train_labels)
-        if any(len(layer) != n_train for layer in train_activations):
-            raise UserError('every layer needs one row per training label ({}), got {}'.format(
-                n_train, [len(layer) for layer in train_activations]))
-        if n_train and (train_labels.min() < 0 or train_labels.max() >= self.n_class):
-            raise UserError('training labels must lie in [0, {}), got [{}, {}]'.format(
-                self.n_class, train_labels.min(), train_labels.max()))
         if self.k > n_train:
-            raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
+            raise UserError('k={} is larger than the {} training examples; choose a smaller k'
                             .format(self.k, n_train))
         self.n_layers = len(train_activations)
         self.train_activations = list(train_activations)
@@ -91,15 +92,44 @@ class DkNN:
 
     def calibrate(self, calib_activations, calib_labels):
         """Nonconformity of each calibration example at its true label, shape (N_calib,)."""
-        calib_labels = np.asarray(calib_labels, dtype=np.int64)
         if len(calib_labels) == 0:
             raise UserError('the calibration split is empty; re-train with --n-calib > 0')
+        calib_activations = self._checked_query(calib_activations, 'calib_activations')
+        calib_labels = self.checked_labels(calib_labels, len(calib_activations[0]),
+                                           'calib_labels')
         if len(np.unique(calib_labels)) < 2:
             raise UserError('the calibration split holds only class {}; re-train with a larger '
                             '--n-calib or another --seed'.format(calib_labels[0]))
         nonconformity = self.nonconformity(self.neighbor_labels(calib_activations))
         self.calibration_scores = np.sort(nonconformity[np.arange(len(calib_labels)), calib_labels])
         return self
+
+    def checked_labels(self, labels, n_rows, name):
+        """`labels` as int64 (N,), or a UserError naming `name`: one integer label in
+        [0, n_class) per activation row."""
+        array = np.asarray(labels)
+        if array.ndim != 1 or len(array) != n_rows:
+            raise UserError('{} must hold one label per activation row ({}), got shape {}'
+                            .format(name, n_rows, array.shape))
+        if len(array) and not (np.issubdtype(array.dtype, np.integer)
+                               or np.issubdtype(array.dtype, np.bool_)):
+            raise UserError('{} must be integer class ids, got {} values'.format(
+                name, array.dtype))
+        if len(array) and (array.min() < 0 or array.max() >= self.n_class):
+            raise UserError('{} must lie in [0, {}) (the classes the DkNN was made for), got '
+                            '[{}, {}]'.format(name, self.n_class, array.min(), array.max()))
+        return array.astype(np.int64)
+
+    def _checked_query(self, activations, name):
+        """Query layers checked like the training layers, with their widths against fit."""
+        activations = checked_layers(activations, name)
+        if self.train_activations is not None and len(activations) == self.n_layers:
+            for i, (query, train) in enumerate(zip(activations, self.train_activations)):
+                if query.shape[1] != train.shape[1]:
+                    raise UserError('{} layer {} has width {}, but the DkNN was fitted on '
+                                    'width {}; pass the same model\'s layers'.format(
+                                        name, i, query.shape[1], train.shape[1]))
+        return activations
 
     # ------------------------------------------------------------ inference
     def _searched(self, activations, what):
@@ -143,7 +173,8 @@ class DkNN:
         conformity (M, C), neighbor_labels, neighbors (training indices) and
         neighbor_distances, each (M, L, k)."""
         if self.calibration_scores is None:
-            raise RuntimeError('call calibrate() before predicting')
+            raise UserError('the DkNN is not calibrated; call calibrate() before predicting')
+        activations = self._checked_query(activations, 'activations')
         distances, indices = self.neighbors(activations)
         neighbor_labels = self.neighbor_labels(activations, indices)
         nonconformity = self.nonconformity(neighbor_labels)
@@ -221,12 +252,35 @@ def index_states_from(arrays):
 
 
 # ---------------------------------------------------------------- model + cache
+def checked_layers(activations, name):
+    """A non-empty list of 2-D finite float arrays with one row count, or a UserError
+    naming `name` and the layer."""
+    if isinstance(activations, np.ndarray) and activations.ndim == 2:
+        activations = [activations]
+    layers = [np.asarray(layer) for layer in activations]
+    if not layers:
+        raise UserError('{} holds no layer; pass a list of (N, D) arrays'.format(name))
+    for i, layer in enumerate(layers):
+        if layer.ndim != 2 or not np.issubdtype(layer.dtype, np.number):
+            raise UserError('{} layer {} must be a numeric (N, D) array, got shape {} of {}'
+                            .format(name, i, layer.shape, layer.dtype))
+        if len(layer) != len(layers[0]):
+            raise UserError('{} layers must have one row per input each, got {}'.format(
+                name, [len(l) for l in layers]))
+        if not np.all(np.isfinite(layer)):
+            raise UserError('{} layer {} contains NaN or inf'.format(name, i))
+    if len(layers[0]) == 0:
+        raise UserError('{} has no rows'.format(name))
+    return layers
+
+
 def checked_activations(activations, what):
     """The activations, unchanged, or a UserError naming the first non-finite layer."""
     for i, layer in enumerate(activations):
         if not np.all(np.isfinite(layer)):
-            raise UserError('{} activations of layer {} contain NaN or inf; the model file is '
-                            'broken, re-train it'.format(what, i))
+            raise UserError('{} activations of layer {} contain NaN or inf: the model gives '
+                            'non-finite values on these inputs (did its training diverge?); '
+                            're-train it'.format(what, i))
     return activations
 
 

@@ -98,6 +98,12 @@ def read_activations(path):
             n_layers = 0
             while 'layer_{}'.format(n_layers) in files:
                 n_layers += 1
+            beyond = sorted(f for f in files if f.startswith('layer_')
+                            and f not in {'layer_{}'.format(i) for i in range(n_layers)})
+            if beyond:
+                raise UserError('{}: layers must be numbered layer_0, layer_1, ... without a '
+                                'gap; layer_{} is missing before {}'.format(
+                                    path, n_layers, ', '.join(beyond)))
             layers = [saved['layer_{}'.format(i)] for i in range(n_layers)]
             labels = saved['labels'] if 'labels' in files else None
             logits = saved['logits'] if 'logits' in files else None

@@ -173,5 +173,31 @@ def test_loading_something_else_is_a_one_line_error(tmp_path):
 
 
 def test_training_labels_outside_the_classes_are_refused():
-    with pytest.raises(UserError, match=r'training labels must lie in \[0, 2\), got \[0, 2\]'):
+    with pytest.raises(UserError, match=r'train_labels must lie in \[0, 2\) .*got \[0, 2\]'):
         DkNN(2, k=3).fit([TRAIN], [0, 0, 0, 1, 1, 2])
+
+
+def fit_only():
+    return DkNN(2, k=3).fit([TRAIN], LABELS)
+
+
+@pytest.mark.parametrize('call, message', [
+    (lambda: fit_only().calibrate([TRAIN[:2]], [0, -1]), r'calib_labels must lie in \[0, 2\)'),
+    (lambda: fit_only().calibrate([TRAIN[:2]], [0, 2]), r'calib_labels must lie in \[0, 2\)'),
+    (lambda: fit_only().calibrate([TRAIN[:3]], [0, 1]), 'one label per activation row \\(3\\)'),
+    (lambda: fit_only().calibrate([TRAIN[:2]], [0.0, 1.0]), 'integer class ids, got float64'),
+    (lambda: fit_only().calibrate([np.zeros((2, 3))], [0, 1]), 'layer 0 has width 3, but .* width 1'),
+    (lambda: fit_only().calibrate([np.zeros((0, 2))], []), 'calibration split is empty'),
+    (lambda: fit_only().predict_from_activations([TRAIN[:2]]), 'not calibrated'),
+    (lambda: DkNN(2, k=3).fit([], []), 'train_activations holds no layer'),
+    (lambda: DkNN(2, k=3).fit([np.zeros((0, 2))], []), 'train_activations has no rows'),
+    (lambda: DkNN(2, k=3).fit([TRAIN, TRAIN[:5]], [0, 0, 0, 1, 1, 1]), 'one row per input'),
+    (lambda: DkNN(2, k=3).fit([TRAIN * np.nan], [0, 0, 0, 1, 1, 1]), 'layer 0 contains NaN'),
+    (lambda: DkNN(2, k=0), 'k must be an integer >= 1, got 0'),
+    (lambda: DkNN(1, k=3), 'n_class must be an integer >= 2'),
+])
+def test_every_array_entering_the_dknn_is_checked(call, message):
+    """Labels out of range, more rows than labels, float labels, wrong widths, empty or
+    non-finite arrays: one UserError naming the argument, never a plausible report."""
+    with pytest.raises(UserError, match=message):
+        call()

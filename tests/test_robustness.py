@@ -348,7 +348,7 @@ def activations(c, **changes):
         arrays = {'layer_0': rng.normal(size=(n, 4)), 'labels': rng.randint(0, 2, n)}
         arrays.update(changes.get(split, {}))
         np.savez(str(c.tmp / 'acts' / split) + '.npz', **arrays) if arrays else None
-    return ['--activations', str(c.tmp / 'acts')]
+    return ['--activations', str(c.tmp / 'acts'), '--k', '5']
 
 
 @case('dknn', 'calib.npz does not exist')
@@ -363,6 +363,42 @@ def dknn_activations_without_calibration(c):
 def dknn_activations_of_the_wrong_shape(c):
     os.makedirs(str(c.tmp / 'acts'))
     return activations(c, calib={'layer_0': np.zeros((19, 4))})
+
+
+@case('dknn', 'test.npz labels must lie in [0, 2)')
+def dknn_activations_with_a_negative_test_label(c):
+    os.makedirs(str(c.tmp / 'acts'))
+    return activations(c, test={'labels': np.array([0, 1, -1, 0, 1, 0, 1, 0, 1, 0])})
+
+
+@case('dknn', 'calib.npz labels must lie in [0, 2)')
+def dknn_activations_with_a_calibration_label_above_the_classes(c):
+    os.makedirs(str(c.tmp / 'acts'))
+    return activations(c, calib={'labels': np.arange(20) % 3})
+
+
+@case('dknn', 'labels must be a 1-D integer array, got float64')
+def dknn_activations_with_float_labels(c):
+    os.makedirs(str(c.tmp / 'acts'))
+    return activations(c, test={'labels': np.zeros(10)})
+
+
+@case('dknn', 'logits have different widths')
+def dknn_activations_with_logits_of_the_wrong_width(c):
+    os.makedirs(str(c.tmp / 'acts'))
+    return activations(c, train={'logits': np.zeros((40, 2))}, test={'logits': np.zeros((10, 3))})
+
+
+@case('dknn', 'layer_1 is missing before layer_2')
+def dknn_activations_with_a_gap_in_the_layer_numbers(c):
+    os.makedirs(str(c.tmp / 'acts'))
+    return activations(c, train={'layer_2': np.zeros((40, 4))})
+
+
+@case('dknn', 'calib.npz has layer widths [3], train.npz [4]')
+def dknn_activations_of_another_model(c):
+    os.makedirs(str(c.tmp / 'acts'))
+    return activations(c, calib={'layer_0': np.zeros((20, 3))})
 
 
 @case('dknn', 'train.npz is not an npz file')
@@ -510,7 +546,7 @@ def paper_snli_artifacts_without_the_snli_run(c):
     return ['--results', str(c.tmp), '--out', str(c.tmp), 'snli-artifacts']
 
 
-@case('paper', 'exists (committed results)', '--overwrite')
+@case('paper', 'exists; pass --overwrite')
 def paper_overwriting_committed_tables(c):
     os.chdir(str(c.tmp))
     c.write('results/training.md', 'committed\n')
@@ -540,6 +576,24 @@ def knn_training_noise_rate_of_one(c):
 
 
 # ---------------------------------------------------------------- input reduction, entropy
+@case('knn', 'knn_backoff_table4.md exists; pass --overwrite')
+def knn_backoff_replacing_a_committed_table(c):
+    c.write('results/knn_backoff_table4.md', 'committed\n')
+    return ['backoff', '--model-setup', c.setup, '--table', str(c.tmp / 'results' / 'knn_backoff')]
+
+
+@case('knn', 'mislabeled.png exists; pass --overwrite')
+def knn_detect_replacing_a_committed_figure(c):
+    c.write('results/mislabeled.png', 'committed')
+    return ['detect', '--model-setup', c.setup, '--out', str(c.tmp / 'results' / 'mislabeled')]
+
+
+@case('reduce', 'exists; pass --overwrite')
+def reduce_replacing_a_committed_table(c):
+    c.write('results/reduction_run_dev.md', 'committed\n')
+    return ['--model-setup', c.setup, '--out', str(c.tmp / 'results')]
+
+
 @case('reduce', '--beam')
 def reduce_beam_zero(c):
     return ['--model-setup', c.setup, '--beam', '0']
