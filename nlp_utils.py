@@ -181,6 +181,11 @@ def non_negative_int(text):
     return _bounded(text, int, 0, None, 'an integer >= 0')
 
 
+def seed(text):
+    """argparse type: a random seed, an integer in [0, 2**32 - 1] (numpy's range)."""
+    return _bounded(text, int, 0, 2 ** 32 - 1, 'an integer from 0 to 2**32 - 1')
+
+
 def positive_number(text):
     """argparse type: a finite number > 0 (a time budget, a temperature)."""
     value = _bounded(text, float, 0.0, None, 'a number > 0')

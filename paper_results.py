@@ -8,25 +8,30 @@
     python paper_results.py normalizations --run stsa.binary_cnn   # all three, one table
     python paper_results.py snli-artifacts --run snli_bilstm
     python paper_results.py entropy --runs stsa.binary_cnn,snli_cnn [--limit 300]
+    python paper_results.py faithfulness --run stsa.binary_cnn [--split test --limit 200]
 
 Each output names the command that produced it; the runs themselves come from
 scripts/train_and_dknn.sh (see the README).
 """
+import argparse
 import os
 
 import numpy as np
 
 from deepknn import cli
 from deepknn import dknn_evaluation
+from deepknn import faithfulness_runs
 from deepknn.feng import input_reduction
 from deepknn.feng import measures
 from deepknn import knn_index
 from deepknn import model_setup
 import nets
 import nlp_utils
+from deepknn.reports import faithfulness_report
 from deepknn.reports import paper_analyses
 from deepknn.reports import paper_numbers
 from deepknn.reports import plots
+from deepknn import saliency
 from deepknn import saliency_scores
 from deepknn import calibration
 from deepknn.reports.tables import markdown_table, write_table
@@ -286,39 +291,80 @@ def add_entropy_command(commands):
                          help='file name of the table (without .md/.csv)')
 
 
+def faithfulness(args):
+    """Faithfulness of every interpretation method under softmax, DkNN conformity and credibility
+
+    ERASER comprehensiveness/sufficiency, AOPC and deletion/insertion areas of each
+    method's ranking (and the random and reversed baselines) with bootstrap intervals,
+    paired differences, and the methods' Kendall agreement (faithfulness_runs.py)."""
+    methods = saliency.parse_methods(args.methods, '--methods')   # before the DkNN build
+    setup, dknn = paper_analyses.load_run(args)
+    examples = getattr(setup.splits, args.split)[:args.limit]
+    if not examples:
+        raise UserError('the {} split of {} is empty; pass another --split'.format(
+            args.split, args.run))
+    run = faithfulness_runs.run_faithfulness(setup, examples, dknn, methods,
+                                             batchsize=args.batchsize, curves=args.curves,
+                                             seed=args.seed)
+    summaries = faithfulness_runs.summarize(run, seed=args.seed)
+    differences = faithfulness_runs.paired_differences(run, seed=args.seed)
+    stem = os.path.join(args.out, 'faithfulness_{}_{}'.format(args.run, args.split))
+    title = 'Faithfulness of the interpretation methods: {}, first {} {} sentences'.format(
+        args.run, len(examples), args.split)
+    header = ('# {}\n\nModel: {} {} ({} epochs), {}. DkNN: k={}, {}. Random baseline seed '
+              '{}.\n{}\n'.format(title, setup.config.dataset, setup.config.model,
+                                 setup.config.epoch, model_setup.run_description(setup), args.k,
+                                 args.backend, args.seed, cli.provenance()))
+    nlp_utils.atomic_write_files(faithfulness_report.report_writes(
+        run, summaries, differences, stem, header, title))
+    print('wrote {0}.md, {0}.csv and {0}.png'.format(stem))
+
+
+def add_faithfulness_command(commands):
+    command = commands.add_parser('faithfulness', help=faithfulness.__doc__.split('\n')[0])
+    command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
+    command.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
+                         help='the sentences measured')
+    command.add_argument('--limit', type=nlp_utils.positive_int, default=200,
+                         help='the first N sentences of the split')
+    command.add_argument('--methods', default=','.join(faithfulness_runs.DEFAULT_METHODS),
+                         help='comma-separated interpretation methods (calibrated is left out '
+                              'when the run has no temperature.json): ' +
+                              saliency.describe_methods())
+    cli.add_dknn(command)
+    cli.add_batchsize(command, 256, 'rows per model batch')
+    command.add_argument('--curves', action=argparse.BooleanOptionalAction, default=True,
+                         help='deletion and insertion curves (a model row per word per '
+                              'sentence and ranking); --no-curves measures only the bins')
+    command.add_argument('--seed', type=int, default=0,
+                         help='seed of the random baseline and the bootstrap')
+
+
 OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
            'reliability': ('reliability_{run}.png',),
            'table2': ('table2_{run}.html', 'table2_{run}.png', 'table2_{run}.csv'),
            'highlights': ('highlights_{run}.md', 'highlights_{run}.csv'),
            'terribly': ('terribly_{run}.md', 'terribly_{run}.csv'),
            'normalizations': ('normalization_{run}.md', 'normalization_{run}.csv'),
-           'snli-artifacts': ('snli_artifacts_{run}.md', 'snli_artifacts_{run}.csv')}
+           'snli-artifacts': ('snli_artifacts_{run}.md', 'snli_artifacts_{run}.csv'),
+           'faithfulness': ('faithfulness_{run}_{split}.md', 'faithfulness_{run}_{split}.csv',
+                            'faithfulness_{run}_{split}.png')}
 
 
 def check_overwrite(args):
     """The committed tables in results/ are only replaced on request: without an
     explicit --out, an existing output file needs --overwrite."""
-    if args.out is not None or args.overwrite:
-        return
-    for name in OUTPUTS[args.command]:
-        path = os.path.join(DEFAULT_OUT, name.format(run=getattr(args, 'run', ''),
-                                                     name=getattr(args, 'name', '')))
-        if os.path.exists(path):
-            raise UserError('{} exists (committed results); pass --overwrite to replace it or '
-                            '--out DIR to write elsewhere'.format(path))
-
-
-DEFAULT_OUT = 'results'
+    cli.check_table_outputs(args.out, args.overwrite, [
+        os.path.join(cli.RESULTS, name.format(run=getattr(args, 'run', ''),
+                                              name=getattr(args, 'name', ''),
+                                              split=getattr(args, 'split', '')))
+        for name in OUTPUTS[args.command]])
 
 
 def main(argv=None):
     parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
-    parser.add_argument('--out', default=None,
-                        help='where tables and figures go (default: results/, where existing '
-                             'files are only replaced with --overwrite)')
-    parser.add_argument('--overwrite', action='store_true',
-                        help='replace existing tables and figures in results/')
+    cli.add_table_output(parser)
     commands = parser.add_subparsers(dest='command', required=True)
     commands.add_parser('table1', help='softmax vs DkNN accuracy (Table 1)')
     commands.add_parser('training', help='accuracy, seconds per epoch and memory of each run')
@@ -352,15 +398,16 @@ def main(argv=None):
                                  help="how maps are scaled: 'total' (the paper's wording, "
                                       "default), 'per-sign' or 'half-scale' (the authors' code)")
     add_entropy_command(commands)
+    add_faithfulness_command(commands)
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
     nlp_utils.check_output_folder(args.out, '--out')
     check_overwrite(args)
-    args.out = args.out or DEFAULT_OUT
+    args.out = args.out or cli.RESULTS
     args.produced_by = cli.provenance()
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability,
-                        'entropy': entropy}
+                        'entropy': entropy, 'faithfulness': faithfulness}
     commands_by_name.update(analyses)
     commands_by_name[args.command](args)
 

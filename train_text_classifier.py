@@ -56,7 +56,7 @@ def parse_args(argv=None):
     parser.add_argument('--out', '-o', default=None,
                         help='result folder (default results/<dataset>_<model>)')
     parser.add_argument('--char-based', action='store_true', help='characters as tokens')
-    parser.add_argument('--seed', type=nlp_utils.non_negative_int, default=777,
+    parser.add_argument('--seed', type=nlp_utils.seed, default=777,
                         help='seeds data splits, initialisation and batch order')
     cli.add_device(parser)
     parser.add_argument('--train-file', default=None,
@@ -88,7 +88,7 @@ def parse_args(argv=None):
                         help='JSON list of training-split indices to drop (removal experiment)')
     parser.add_argument('--label-noise', type=nlp_utils.fraction, default=0.0,
                         help='fraction of training labels to flip, in [0, 1)')
-    parser.add_argument('--label-noise-seed', type=nlp_utils.non_negative_int, default=0,
+    parser.add_argument('--label-noise-seed', type=nlp_utils.seed, default=0,
                         help='seed choosing the flipped examples and their new labels')
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument('--force', action='store_true',

@@ -6,8 +6,9 @@ A sentence of n words (for NLI pairs: the hypothesis; the caller keeps the premi
 changed only by deleting words. A variant is described by the positions it keeps, a
 sorted int array, so this module knows nothing of vocabularies or models: the caller's
 `predict(batch)` turns a batch of (sentence index, kept positions) into class
-probabilities (B, C). With y the class predicted on the full input and f(y | .) its
-probability:
+probabilities (B, C) (or, with probabilities=False, any finite class scores such as the
+DkNN's conformity or p-values). With y the class predicted on the full input (or the
+caller's `targets`) and f(y | .) its probability (score):
 
   comprehensiveness at k   f(y | x) - f(y | x without its top-k words)
   sufficiency at k         f(y | x) - f(y | only the top-k words, in their order)
@@ -155,7 +156,7 @@ def with_baselines(rankings, lengths, seed=0):
 
 # ---------------------------------------------------------------- evaluation
 def evaluate(lengths, rankings, predict, fractions=ERASER_FRACTIONS, curves=True,
-             batchsize=64, progress=None):
+             batchsize=64, progress=None, targets=None, probabilities=True):
     """Comprehensiveness, sufficiency and (curves=True) deletion/insertion curves of
     every method's rankings, in one pass over the model.
 
@@ -168,6 +169,10 @@ def evaluate(lengths, rankings, predict, fractions=ERASER_FRACTIONS, curves=True
     curves    False evaluates only the bins' variants (far fewer model calls); then
               the curves are None and their areas NaN.
     batchsize variants per predict call; progress: a tqdm description, or None.
+    targets   (S,) the class y of each sentence, or None for the argmax of predict on the
+              full input (ties to the smaller class id).
+    probabilities  True checks that predict returns probabilities (rows in [0, 1] summing
+              to 1); False accepts any finite scores (a DkNN's conformity, p-values).
 
     Identical (sentence, kept) variants across methods and curve points are sent once.
     Returns a FaithfulnessResult.
@@ -183,11 +188,12 @@ def evaluate(lengths, rankings, predict, fractions=ERASER_FRACTIONS, curves=True
     rows = {name: [_ranking_rows(table, i, r, sizes[i], curves)
                    for i, r in enumerate(per_sentence)]
             for name, per_sentence in rankings.items()}
-    probabilities = _predict_all(table.variants, predict, int(batchsize), progress)
-    targets = probabilities[full_rows].argmax(axis=1)
+    scores = _predict_all(table.variants, predict, int(batchsize), progress, probabilities)
+    targets = (scores[full_rows].argmax(axis=1) if targets is None
+               else _check_targets(targets, len(lengths), scores.shape[1]))
     # f(y | variant) of every variant under its own sentence's target.
     target_of_row = targets[[i for i, _ in table.variants]]
-    f_y = probabilities[np.arange(len(probabilities)), target_of_row]
+    f_y = scores[np.arange(len(scores)), target_of_row]
     full_y = f_y[full_rows]
     methods = {name: _method_scores(per_sentence, f_y, full_y, sizes, curves)
                for name, per_sentence in rows.items()}
@@ -251,7 +257,7 @@ def _method_scores(per_sentence_rows, f_y, full, sizes, curves):
         insertion_curves=insertion_curves)
 
 
-def _predict_all(variants, predict, batchsize, progress):
+def _predict_all(variants, predict, batchsize, progress, probabilities=True):
     """predict over all variants in chunks: (V, C) float64, validated."""
     chunks = []
     with tqdm.tqdm(total=len(variants), desc=progress, unit='variant',
@@ -259,7 +265,7 @@ def _predict_all(variants, predict, batchsize, progress):
         for start in range(0, len(variants), batchsize):
             batch = variants[start:start + batchsize]
             out = _check_probabilities(predict(batch), len(batch),
-                                       chunks[0].shape[1] if chunks else None)
+                                       chunks[0].shape[1] if chunks else None, probabilities)
             chunks.append(out)
             bar.update(len(batch))
     return np.concatenate(chunks)
@@ -416,14 +422,28 @@ def _check_permutation(name, i, ranking, n):
     return ranking.astype(np.int64)
 
 
-def _check_probabilities(out, batch_size, n_classes):
-    """predict's output for a batch -> (B, C) float64, or a UserError naming predict."""
+def _check_targets(targets, n_sentences, n_classes):
+    targets = np.asarray(targets)
+    if (targets.shape != (n_sentences,) or not np.issubdtype(targets.dtype, np.integer)
+            or np.any((targets < 0) | (targets >= n_classes))):
+        raise UserError('targets must hold one class id in [0, {}) per sentence ({}), got {}'
+                        .format(n_classes, n_sentences, targets.tolist()))
+    return targets.astype(np.int64)
+
+
+def _check_probabilities(out, batch_size, n_classes, probabilities=True):
+    """predict's output for a batch -> (B, C) float64, or a UserError naming predict.
+    probabilities=False checks only the shape and that every score is finite."""
     out = np.asarray(out, dtype=np.float64)
     expected = '({}, {})'.format(batch_size, 'C' if n_classes is None else n_classes)
     if (out.ndim != 2 or out.shape[0] != batch_size or out.shape[1] < 1
             or (n_classes is not None and out.shape[1] != n_classes)):
         raise UserError('predict must return {} probabilities for a batch of {} variants, '
                         'got shape {}'.format(expected, batch_size, out.shape))
+    if not probabilities:
+        if not np.all(np.isfinite(out)):
+            raise UserError('predict must return finite class scores')
+        return out
     tol = PROBABILITY_TOLERANCE
     if (not np.all(np.isfinite(out)) or np.any(out < -tol) or np.any(out > 1 + tol)
             or np.any(np.abs(out.sum(axis=1) - 1) > tol)):

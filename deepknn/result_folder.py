@@ -89,6 +89,9 @@ def _acquire(path, folder):
             handle.seek(0)
             holder = handle.read().strip() or 'another process'
             handle.close()
+            if holder.startswith('pid {} '.format(os.getpid())):
+                raise UserError('{} is given twice (this command already writes it: {}); '
+                                'pass different folders'.format(folder, holder))
             raise UserError('{} is in use by {}; wait for it to finish or use another '
                             'folder'.format(folder, holder))
         try:

@@ -125,6 +125,37 @@ def test_hand_computed_three_word_sentence():
     assert m.insertion_auc[0] == pytest.approx(2.05 / 3)
 
 
+def scores_model(batch):
+    """TABLE as unnormalised scores: class 1 gets p, class 0 gets 0.95 (the argmax on
+    the full input, 0.95 > 0.9), rows not summing to 1 (like DkNN p-values)."""
+    p = np.array([TABLE[tuple(kept)] for _, kept in batch])
+    return np.stack([np.full_like(p, 0.95), p], axis=1)
+
+
+def test_scores_that_are_no_probabilities_with_given_targets():
+    with pytest.raises(UserError, match='predict must return probabilities'):
+        fa.evaluate([3], {'m': [[1, 0, 2]]}, scores_model)
+    # Default target: the argmax on the full input, class 0 at a constant 0.95.
+    by_argmax = fa.evaluate([3], {'m': [[1, 0, 2]]}, scores_model, probabilities=False)
+    assert by_argmax.targets.tolist() == [0]
+    assert np.all(by_argmax.methods['m'].comprehensiveness == 0)
+    # Given target 1: the hand-computed answers of the table, though rows do not sum to 1.
+    given = fa.evaluate([3], {'m': [[1, 0, 2]]}, scores_model, probabilities=False,
+                        targets=[1])
+    assert given.targets.tolist() == [1] and given.full_probability[0] == pytest.approx(0.9)
+    np.testing.assert_allclose(given.methods['m'].comprehensiveness[0],
+                               [0.4, 0.4, 0.4, 0.4, 0.6])
+    np.testing.assert_allclose(given.methods['m'].sufficiency[0], [0.2, 0.2, 0.2, 0.2, 0.1])
+    assert given.methods['m'].deletion_auc[0] == pytest.approx(0.45)
+    for targets in ([2], [0, 1], [0.5]):
+        with pytest.raises(UserError, match='targets'):
+            fa.evaluate([3], {'m': [[1, 0, 2]]}, scores_model, probabilities=False,
+                        targets=targets)
+    with pytest.raises(UserError, match='finite'):
+        fa.evaluate([3], {'m': [[1, 0, 2]]}, lambda batch: np.full((len(batch), 2), np.inf),
+                    probabilities=False)
+
+
 def test_without_curves_only_the_bins_are_predicted():
     model, lengths, true = bag_of_words_setup(n_sentences=4)
     with_curves = fa.evaluate(lengths, {'t': true}, model)

@@ -50,6 +50,7 @@ LAYERS = {
     'deepknn.word_vectors': '1',
     'deepknn.knn_index': '1',
     'deepknn.ragged_lstm': '1',
+    'deepknn.pretrained': '1',
     'deepknn.transformer': '1',
     # 2 one loader
     'deepknn.model_setup': '2',
@@ -63,6 +64,7 @@ LAYERS = {
     'deepknn.dknn_evaluation': '3b',
     'deepknn.rajani.knn_representations': '3b',
     'deepknn.faithfulness': '3c',
+    'deepknn.faithfulness_runs': '3c',
     'deepknn.feng.input_reduction': '3c',
     'deepknn.rajani.knn_influence': '3c',
     'deepknn.feng.entropy_regularization': '3d',

@@ -14,6 +14,7 @@ import cli_helpers
 import nlp_utils
 import paper_results
 from deepknn import result_folder
+from nlp_utils import UserError
 import train_text_classifier
 from cli_helpers import assert_one_line_error, cli, lines, snapshot, train_argv
 
@@ -247,3 +248,12 @@ def test_dknn_caching_waits_for_no_one_and_names_the_training_holder(finished, t
     assert snapshot(out) == before                    # no cache written beside a training
     status, _ = cli(run_dknn.main, ['--model-setup', str(out), '--k', '3'], capsys)
     assert status == 0 and (out / 'dknn_test_faiss.json').exists()
+
+
+def test_a_folder_given_twice_is_named_so_not_in_use_by_another(tmp_path):
+    """The same folder passed twice to one command used to read 'in use by <our pid>'."""
+    folder = str(tmp_path / 'run')
+    with result_folder.lock(folder, 'first use'):
+        with pytest.raises(UserError, match='is given twice'):
+            with result_folder.lock(folder, 'second use'):
+                pass

@@ -1,0 +1,167 @@
+"""The faithfulness report of a run (faithfulness_runs.py): a Markdown page, a long CSV
+and a PNG of the mean deletion and insertion curves, written together.
+
+The page: per classifier f, the headline measures (AOPC comprehensiveness and
+sufficiency, deletion and insertion areas, the share of maps made for f's y) and the
+per-bin comprehensiveness and sufficiency, each mean [95% bootstrap interval]; then the
+paired differences (e.g. conformity - confidence) with their intervals and whether they
+exclude 0; then the mean Kendall tau between the methods' importances. The CSV holds
+every number of the page, one row each.
+"""
+import io
+
+import numpy as np
+
+from deepknn import faithfulness
+from deepknn.reports import plots
+from deepknn.reports.tables import csv_text, markdown_table
+
+CSV_COLUMNS = ['section', 'classifier', 'method', 'baseline', 'measure', 'mean', 'low',
+               'high', 'n', 'excludes_zero']
+HEADLINE_COLUMNS = ['aopc_comp', 'aopc_suff', 'deletion_auc', 'insertion_auc', 'same_y']
+DIRECTIONS = ('Better rankings have higher comprehensiveness (aopc_comp: f(y|x) - f(y|x '
+              'without the top-k words), lower sufficiency (aopc_suff: f(y|x) - f(y|only the '
+              'top-k words)), a lower deletion area and a higher insertion area (curves over '
+              'the fraction of words removed / kept). AOPC: the mean over the bins 1, 5, 10, '
+              '20, 50% of the words. same_y: share of sentences whose map was made for the '
+              "classifier's y. Each cell: mean [95% bootstrap interval over sentences].")
+
+
+def number(value, digits=3):
+    return '' if value is None or np.isnan(value) else '{:.{}f}'.format(value, digits)
+
+
+def interval_text(interval, digits=3):
+    """'0.123 [0.100, 0.150]'; '' for an interval without sentences."""
+    if interval.n == 0:
+        return ''
+    return '{} [{}, {}]'.format(*(number(v, digits) for v in
+                                  (interval.mean, interval.low, interval.high)))
+
+
+def _cells(summaries, classifier):
+    """{method: {measure: Summary}} of one classifier."""
+    cells = {}
+    for row in summaries:
+        if row.classifier == classifier:
+            cells.setdefault(row.method, {})[row.measure] = row
+    return cells
+
+
+def _measure_table(cells, columns):
+    rows = [dict({'method': method}, **{c: interval_text(found[c].interval) if c in found
+                                        else '' for c in columns})
+            for method, found in cells.items()]
+    return markdown_table(rows, ['method'] + columns)
+
+
+def markdown_text(run, summaries, differences, header):
+    """The report page: `header`, then the three sections of the module docstring."""
+    out = io.StringIO()
+    out.write(header.rstrip('\n') + '\n\n')
+    out.write('{} sentences ({:.1f} words on average), {} distinct variants through the model '
+              'and the DkNN once each ({} rows), curves: {}.\n'.format(
+                  len(run.lengths), float(np.mean(run.lengths)), run.n_variants, run.n_rows,
+                  'yes' if run.curves else 'no (--no-curves)'))
+    for note in run.notes:
+        out.write('\nNote: {}\n'.format(note))
+    out.write('\n' + DIRECTIONS + '\n')
+    for name, measured in run.classifiers.items():
+        cells = _cells(summaries, name)
+        out.write('\n## f = {}: {}\n\nf(y|x) on the full input: mean {}.\n\n'.format(
+            name, measured.classifier.meaning, number(float(np.mean(
+                measured.result.full_probability)))))
+        columns = [c for c in HEADLINE_COLUMNS if any(c in found for found in cells.values())]
+        out.write(_measure_table(cells, columns))
+        bins = [m for m in next(iter(cells.values())) if '@' in m]
+        out.write('\nPer bin (comp@k, suff@k):\n\n' + _measure_table(cells, bins))
+    out.write('\n## Paired differences (same sentences resampled for both methods)\n\n')
+    rows = [{'classifier': d.classifier, 'difference': '{} - {}'.format(d.method, d.baseline),
+             'measure': d.measure, 'mean [95% interval]': interval_text(d.interval),
+             'excludes 0': 'yes' if d.interval.excludes_zero else 'no'} for d in differences]
+    out.write(markdown_table(rows, list(rows[0])) if rows else
+              'None: the run lacks conformity or its comparison methods.\n')
+    out.write('\n## Agreement: mean Kendall tau between the methods\' importances\n\n'
+              'Over the sentences where tau is defined (n: at least two words, no NaN, not '
+              'constant).\n\n')
+    rows = []
+    for a in run.methods:
+        row = {'method': a}
+        for b in run.methods:
+            pair = run.agreement.get((a, b)) or run.agreement.get((b, a))
+            row[b] = '1' if a == b else '{} (n={})'.format(number(pair.mean), pair.n_used)
+        rows.append(row)
+    out.write(markdown_table(rows, ['method'] + list(run.methods)))
+    return out.getvalue()
+
+
+def csv_rows(run, summaries, differences):
+    """Every number of the page, one row each (CSV_COLUMNS)."""
+    def row(section, summary):
+        i = summary.interval
+        return {'section': section, 'classifier': summary.classifier, 'method': summary.method,
+                'baseline': summary.baseline or '', 'measure': summary.measure,
+                'mean': i.mean, 'low': i.low, 'high': i.high, 'n': i.n,
+                'excludes_zero': i.excludes_zero if section == 'difference' else ''}
+    rows = [row('measure', s) for s in summaries] + [row('difference', d) for d in differences]
+    for (a, b), pair in run.agreement.items():
+        rows.append({'section': 'agreement', 'classifier': '', 'method': a, 'baseline': b,
+                     'measure': 'kendall_tau', 'mean': pair.mean, 'low': '', 'high': '',
+                     'n': pair.n_used, 'excludes_zero': ''})
+    return rows
+
+
+def _style(run, ranking):
+    """(colour, line style) of a ranking: a method's colour, dashed when reversed;
+    the random baseline black and dotted."""
+    colours = plots.plt.get_cmap('tab10')
+    if ranking == 'random':
+        return 'black', ':'
+    method = ranking[len('reversed '):] if ranking.startswith('reversed ') else ranking
+    index = run.methods.index(method) if method in run.methods else len(run.methods)
+    return colours(index % 10), '--' if ranking != method else '-'
+
+
+def curves_figure(run, title):
+    """Mean deletion (top) and insertion (bottom) curves per ranking, one column per
+    classifier; without curves, the comprehensiveness and sufficiency at the bins."""
+    names = list(run.classifiers)
+    figure, axes = plots.plt.subplots(2, len(names), figsize=(4.2 * len(names), 7.2),
+                                      squeeze=False)
+    kinds = (('deletion', 'insertion') if run.curves else ('comprehensiveness', 'sufficiency'))
+    for column, name in enumerate(names):
+        result = run.classifiers[name].result
+        for row, kind in enumerate(kinds):
+            ax = axes[row, column]
+            for ranking in run.rankings:
+                colour, style = _style(run, ranking)
+                scores = result.methods[ranking]
+                if run.curves:
+                    curves = getattr(scores, kind + '_curves')
+                    x, y = faithfulness.DEFAULT_GRID, faithfulness.mean_curve(curves)
+                else:
+                    x, y = result.fractions, getattr(scores, kind).mean(axis=0)
+                ax.plot(x, y, color=colour, linestyle=style, linewidth=1.3, label=ranking,
+                        marker=None if run.curves else 'o', markersize=3)
+            ax.set_title('f = {}: {}'.format(name, kind), fontsize='medium')
+            ax.set_xlabel('fraction of words {}'.format(
+                {'deletion': 'removed', 'insertion': 'kept'}.get(kind, 'in the top-k')))
+            ax.set_ylabel('mean f(y | variant)' if run.curves
+                          else 'mean {}'.format(kind))
+            ax.grid(alpha=0.3)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc='center left', bbox_to_anchor=(1.0, 0.5),
+                  fontsize='small', title='ranking')
+    figure.suptitle(title, fontsize='medium')
+    figure.tight_layout()
+    return figure
+
+
+def report_writes(run, summaries, differences, stem, header, title):
+    """[(path, write, mode)] of STEM.md, STEM.csv and STEM.png, for
+    nlp_utils.atomic_write_files (renamed into place together)."""
+    page = markdown_text(run, summaries, differences, header)
+    table = csv_text(csv_rows(run, summaries, differences), CSV_COLUMNS)
+    return [(stem + '.md', lambda f: f.write(page), 'w'),
+            (stem + '.csv', lambda f: f.write(table), 'w'),
+            plots.figure_write(curves_figure(run, title), stem + '.png')]
