@@ -51,6 +51,7 @@ def parse_args(argv=None):
     cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE,
                       'rows (leave-one-out variants) per model batch and DkNN query')
     cli.add_device(parser)
+    cli.add_skip_bad_lines(parser)
     return parser.parse_args(argv)
 
 
@@ -70,7 +71,7 @@ def main(argv=None):
     methods = saliency.parse_methods(args.methods, '--methods')
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     settings = page_settings(args, setup, methods)   # a missing temperature.json fails here
-    split, examples = setup.evaluation_examples(args.split, args.eval_file)
+    split, examples = setup.evaluation_examples(args.split, args.eval_file, args.skip_bad_lines)
     examples = examples[:args.limit]
     if not examples:
         raise UserError('the {} split is empty'.format(split))

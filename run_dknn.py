@@ -42,6 +42,7 @@ def parse_args(argv=None):
     cli.add_k(parser)
     cli.add_batchsize(parser)
     cli.add_device(parser)
+    cli.add_skip_bad_lines(parser)
     parser.add_argument('--neighbor-labels', choices=('gold', 'predicted'), default='gold',
                         help="training labels (gold, like the original code) or the model's "
                              "predictions (as the paper's text says)")
@@ -105,7 +106,7 @@ def settings(args, dknn, split):
 def evaluate_model(args):
     """DkNN of a trained model of this project on a split or file -> (report, path)."""
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
-    split, examples = setup.evaluation_examples(args.split, args.eval_file)
+    split, examples = setup.evaluation_examples(args.split, args.eval_file, args.skip_bad_lines)
     if not examples:
         raise UserError('the {} split of {} is empty; choose another --split'.format(
             split, setup.result_dir))

@@ -71,6 +71,7 @@ def main(argv=None):
                                 "data's format")
     cli.add_batchsize(parser)
     cli.add_device(parser)
+    cli.add_skip_bad_lines(parser)
     args = parser.parse_args(argv)
 
     # Imported here because it pulls in Chainer, which the functions above do not need.
@@ -78,7 +79,7 @@ def main(argv=None):
     from deepknn.result_folder import lock
     setup = load_setup(args.model_setup, gpu=args.gpu, data_dir=args.data_dir)
     fitting = args.split is None and args.eval_file is None
-    name, examples = setup.evaluation_examples('calib' if fitting else args.split, args.eval_file)
+    name, examples = setup.evaluation_examples('calib' if fitting else args.split, args.eval_file, args.skip_bad_lines)
     if not examples:
         raise UserError('the {} split of {} is empty{}'.format(
             name, setup.result_dir, '; retrain with --n-calib > 0' if fitting else ''))

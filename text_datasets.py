@@ -301,9 +301,11 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
                    display_names=spec.get('display_names'))
 
 
-def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=False):
+def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=False,
+                   display_names=None):
     """Examples of one extra evaluation file in the format of dataset `name` (a custom
-    dataset's by its extension), labelled with the model's `label_names`: a label the
+    dataset's by its extension), labelled with the model's `label_names` or their
+    readable `display_names` ('positive' for '1', as the reports show them): a label the
     model does not know is an error naming file and line. -> list of Example."""
     if not os.path.isfile(path):
         raise UserError('--eval-file {} is not a file'.format(path))
@@ -314,7 +316,8 @@ def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=Fal
     reading = text_readers.Reading(char_based=char_based, skip_bad_lines=skip_bad_lines,
                        snli_majority=False,
                        integer_labels=reader_format == 'labeled_lines' and name != 'custom',
-                       label_names=list(label_names))
+                       label_names=list(label_names),
+                       aliases=dict(zip(display_names, label_names)) if display_names else None)
     records = text_readers.READERS[reader_format](path, reading)
     if not records:
         raise UserError('--eval-file {} has no usable examples'.format(path))

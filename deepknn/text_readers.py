@@ -112,6 +112,7 @@ class Reading:
     snli_majority: bool
     integer_labels: bool         # labels must be integers (the built-in sentence datasets)
     label_names: Optional[list]  # labels must be one of these, when not None
+    aliases: Optional[dict] = None   # readable label -> label ('positive' -> '1')
     n_bad_lines: int = 0
     n_no_gold: int = 0
     n_empty_lines: int = 0
@@ -126,6 +127,7 @@ class Reading:
 
     def label(self, path, where, label):
         """`label` normalized to its name (str), or None once reported as bad."""
+        label = (self.aliases or {}).get(label, label)
         if self.integer_labels:
             try:
                 label = str(int(label))

@@ -412,3 +412,16 @@ def test_eval_file_of_a_named_dataset_uses_its_own_labels(tmp_path):
     report = json.loads((out / 'dknn_file-extra_faiss.json').read_text())
     assert report['n_examples'] == 2
     assert model_setup.load_setup(str(out)).label_names == ['negative', 'positive']
+    # The readable names the reports show are accepted too, and mean the same labels.
+    named = tmp_path / 'named.txt'
+    named.write_text('positive good movie\nnegative awful plot\n')
+    setup = model_setup.load_setup(str(out))
+    _, by_id = setup.evaluation_examples(eval_file=str(extra))
+    _, by_name = setup.evaluation_examples(eval_file=str(named))
+    assert by_id == by_name and [label for _, label in by_name] == [1, 0]
+    # A malformed line is skipped when asked, on commands that read an --eval-file.
+    named.write_text('positive good movie\nnegative\nmaybe so-so\n')
+    with pytest.raises(UserError, match='pass --skip-bad-lines'):
+        setup.evaluation_examples(eval_file=str(named))
+    _, kept = setup.evaluation_examples(eval_file=str(named), skip_bad_lines=True)
+    assert [label for _, label in kept] == [1]

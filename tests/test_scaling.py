@@ -186,7 +186,7 @@ def load_setup(path, gpu=-1, data_dir=None):
         predict_logits=lambda xs, batchsize=64: logits[[int(x[0]) for x in xs]])
     return types.SimpleNamespace(
         result_dir={result_dir!r}, model=model, encode=lambda examples: examples,
-        evaluation_examples=lambda split, eval_file: (split, calib if split == 'calib' else []))
+        evaluation_examples=lambda split, eval_file, skip=False: (split, calib if split == 'calib' else []))
 '''
 
 
