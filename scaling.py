@@ -5,6 +5,7 @@ writes temperature.json and reliability_temperature.png next to args.json (the m
 deepknn/calibration.py).
 """
 import os
+import sys
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from deepknn import cli
 from nlp_utils import UserError, atomic_write_files, json_write, run_cli
 
 DIAGRAM_FILE = 'reliability_temperature.png'
+MIN_RELIABLE_CALIBRATION = 50   # fewer examples: the fitted T is said to be unreliable
 
 
 def reliability_write(path, logits, labels, temperature, title):
@@ -85,6 +87,10 @@ def main(argv=None):
             name, setup.result_dir, '; retrain with --n-calib > 0' if fitting else ''))
     if not fitting:
         load_temperature(setup.result_dir)   # before the forward pass
+    if fitting and len(examples) < MIN_RELIABLE_CALIBRATION:
+        print('warning: the temperature is fitted on only {} calibration examples; it is '
+              'unreliable below about {} (re-train with a larger --n-calib)'.format(
+                  len(examples), MIN_RELIABLE_CALIBRATION), file=sys.stderr)
     encoded = setup.encode(examples)
     labels = np.asarray([label for _, label in encoded], dtype=np.int64)
     logits = setup.model.predict_logits([ids for ids, _ in encoded], batchsize=args.batchsize)

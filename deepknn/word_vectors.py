@@ -53,6 +53,11 @@ def read_vectors(path, words):
     except (EOFError, zlib.error, gzip.BadGzipFile, zipfile.BadZipFile) as error:
         raise UserError('word vectors file {} is truncated or not a valid {} file ({}); '
                         'download it again'.format(path, os.path.splitext(path)[1], error))
+    if words and not vectors:
+        # A binary word2vec file read as text decodes to garbage that matches no word.
+        raise UserError('word vectors file {} has a vector for none of the {} words of the '
+                        'data: is it a binary word2vec file? Pass a text file (`word v1 ... '
+                        'vD` lines; gensim converts binary ones)'.format(path, len(set(words))))
     if skipped:
         print('word vectors: skipped {} row(s) of {} without exactly {} numbers (first at '
               'line {})'.format(len(skipped), path, dim, skipped[0]), file=sys.stderr)

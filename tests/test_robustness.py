@@ -175,6 +175,14 @@ def train_vectors_with_nan(c):
     return c.train('--word_vectors', c.write('nan.txt', 'the 1 0 0\ngood 0 nan 0\n'))
 
 
+@case('train', 'is it a binary word2vec file?')
+def train_binary_word2vec_read_as_text(c):
+    rng = np.random.RandomState(0)
+    body = b''.join(w + b' ' + rng.normal(size=4).astype(np.float32).tobytes() + b'\n'
+                    for w in (b'the', b'film', b'was', b'good', b'bad'))
+    return c.train('--word_vectors', c.write('vectors.bin', b'5 4\n' + body))
+
+
 @case('train', 'the training loss became')
 def train_loss_becomes_infinite(c):
     huge = ''.join('{} {}\n'.format(w, ' '.join(['3e38'] * 8))

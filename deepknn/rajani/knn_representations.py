@@ -14,6 +14,7 @@ the kNN's. k, T and tau are tuned on the dev split only. Methods take and return
 arrays; `knn_influence` builds on this module.
 """
 import dataclasses
+import sys
 
 import numpy as np
 
@@ -267,6 +268,9 @@ def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, tempera
                                           dict(grid, thresholds=None if tau is None else [tau])),
               'credibility': None, 'n_train': classifier.n_train}
     if setup.splits.calib:
+        if dknn_k > classifier.n_train:
+            print('warning: dknn_k={} is larger than the {} training examples; the DkNN uses '
+                  'k={}'.format(dknn_k, classifier.n_train, classifier.n_train), file=sys.stderr)
         deep = dknn.dknn_from_setup(setup, 'faiss', min(dknn_k, classifier.n_train),
                                     index_options={'kind': 'flat'}, batchsize=batchsize)
         credibility = tuple(deep.predict_from_activations(split[0])['credibility']
