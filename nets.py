@@ -116,7 +116,70 @@ class BOWEncoder(chainer.Chain):
         return [F.dropout(F.stack([F.mean(e, axis=0) for e in embedded]), self.dropout)]
 
 
-class TextClassifier(chainer.Chain):
+class BatchedInference:
+    """Numpy inference in batches for a Chain with `dknn_layers(xs)` (the last layer is
+    the logits), `forward(xs)`, `n_class` and `input_length(x)`.
+
+    Inputs are grouped by length, shortest first: outputs do not depend on batch mates,
+    so grouping only saves padding. A batch holds at most `batchsize` inputs and, where
+    `max_batch_units` is set (a transformer, whose attention grows with the square of
+    the padded length), at most that many padded positions, so a few long inputs do not
+    pad a whole chunk of short ones.
+    """
+    max_batch_units = None
+
+    def _batches(self, xs, batchsize, progress):
+        """Yield (positions in xs, the inputs at those positions, on the model's device)."""
+        lengths = [self.input_length(x) for x in xs]
+        order = np.argsort(lengths, kind='stable')
+        groups, start = [], 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and end - start < batchsize and (
+                    self.max_batch_units is None
+                    or (end - start + 1) * lengths[order[end]] <= self.max_batch_units):
+                end += 1
+            groups.append(order[start:end])
+            start = end
+        if progress:
+            groups = tqdm.tqdm(groups, desc=progress, unit='batch', leave=False)
+        for positions in groups:
+            yield positions, [self._send(xs[i]) for i in positions]
+
+    def _send(self, x):
+        if isinstance(x, tuple):
+            return tuple(self.device.send(part) for part in x)
+        return self.device.send(x)
+
+    def layer_activations(self, xs, batchsize=64, progress=None):
+        """Every DkNN layer for every input: list of float32 arrays (N, D_l).
+
+        `progress`: a description to show a progress bar with, or None.
+        """
+        layers = None
+        with inference_mode():
+            for positions, batch in self._batches(xs, batchsize, progress):
+                outputs = [to_numpy(v) for v in self.dknn_layers(batch)]
+                if layers is None:
+                    layers = [np.empty((len(xs), o.shape[1]), np.float32) for o in outputs]
+                for layer, output in zip(layers, outputs):
+                    layer[positions] = output
+        return layers if layers is not None else []   # no inputs: no layer arrays
+
+    def predict_logits(self, xs, batchsize=64, progress=None):
+        """Logits, float32 (N, C)."""
+        logits = np.empty((len(xs), self.n_class), np.float32)
+        with inference_mode():
+            for positions, batch in self._batches(xs, batchsize, progress):
+                logits[positions] = to_numpy(self.forward(batch))
+        return logits
+
+    def predict_proba(self, xs, batchsize=64, progress=None):
+        """Softmax probabilities, float32 (N, C)."""
+        return F.softmax(self.predict_logits(xs, batchsize, progress)).array
+
+
+class TextClassifier(chainer.Chain, BatchedInference):
     """Embedding -> encoder -> hidden FC layers -> output FC layer (logits).
 
     pair=True encodes premise u and hypothesis v with the same encoder and feeds
@@ -127,6 +190,7 @@ class TextClassifier(chainer.Chain):
                  dropout, pair=False, initial_embeddings=None):
         super().__init__()
         self.pair = pair
+        self.n_class = n_class
         self.dropout = dropout
         fc_in = encoder.out_size * (4 if pair else 1)
         sizes = [fc_in] + [n_units] * n_hidden_fc + [n_class]
@@ -135,6 +199,8 @@ class TextClassifier(chainer.Chain):
             self.encoder = encoder
             self.fcs = chainer.ChainList(
                 *[L.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])])
+
+    input_length = staticmethod(_n_ids)
 
     # ---------------------------------------------------------- graph building
     def embed_sequences(self, xs):
@@ -175,51 +241,6 @@ class TextClassifier(chainer.Chain):
     def forward(self, xs):
         """Logits (B, C); the training loss of L.Classifier is computed on these."""
         return self.dknn_layers(xs)[-1]
-
-    # ---------------------------------------------------------- numpy inference
-    def _batches(self, xs, batchsize, progress):
-        """Yield (positions in xs, batch sent to the model's device), shortest inputs
-        first: outputs do not depend on batch mates, so grouping similar lengths only
-        saves padding. `progress`: a description for a progress bar, or None."""
-        order = np.argsort([_n_ids(x) for x in xs], kind='stable')
-        starts = range(0, len(xs), batchsize)
-        if progress:
-            starts = tqdm.tqdm(starts, desc=progress, unit='batch', leave=False)
-        for start in starts:
-            positions = order[start:start + batchsize]
-            yield positions, [self._send(xs[i]) for i in positions]
-
-    def _send(self, x):
-        if isinstance(x, tuple):
-            return tuple(self.device.send(part) for part in x)
-        return self.device.send(x)
-
-    def layer_activations(self, xs, batchsize=64, progress=None):
-        """Every DkNN layer for every input: list of float32 arrays (N, D_l).
-
-        `progress`: a description to show a progress bar with, or None.
-        """
-        layers = None
-        with inference_mode():
-            for positions, batch in self._batches(xs, batchsize, progress):
-                outputs = [to_numpy(v) for v in self.dknn_layers(batch)]
-                if layers is None:
-                    layers = [np.empty((len(xs), o.shape[1]), np.float32) for o in outputs]
-                for layer, output in zip(layers, outputs):
-                    layer[positions] = output
-        return layers if layers is not None else []   # no inputs: no layer arrays
-
-    def predict_logits(self, xs, batchsize=64, progress=None):
-        """Logits, float32 (N, C)."""
-        logits = np.empty((len(xs), self.fcs[-1].out_size), np.float32)
-        with inference_mode():
-            for positions, batch in self._batches(xs, batchsize, progress):
-                logits[positions] = to_numpy(self.forward(batch))
-        return logits
-
-    def predict_proba(self, xs, batchsize=64, progress=None):
-        """Softmax probabilities, float32 (N, C)."""
-        return F.softmax(self.predict_logits(xs, batchsize, progress)).array
 
     def input_gradients(self, xs, labels, batchsize=64):
         """Per-token (dL/de_t) . e_t, with L the cross-entropy at `labels` and e_t the

@@ -17,7 +17,23 @@ UNK = '<unk>'
 
 
 class UserError(Exception):
-    """A problem with the user's input; the CLIs print its one-line message and exit 2."""
+    """A problem with the user's input; the CLIs print its one-line message and exit 2.
+
+    Library code names the parameter it checked (`parameter='tau'`, and the message
+    starts with that name); run_cli names the flag instead (`--tau`), since every
+    command line calls its flag like the library parameter."""
+
+    def __init__(self, message, parameter=None):
+        super().__init__(message)
+        self.parameter = parameter
+
+    def for_command_line(self):
+        """The message with its parameter named as the flag (k -> --k, n_calib -> --n-calib)."""
+        message = str(self)
+        if self.parameter and message.startswith(self.parameter):
+            flag = '--' + self.parameter.replace('_', '-')
+            message = flag + message[len(self.parameter):]
+        return message
 
 
 def run_cli(main):
@@ -32,7 +48,8 @@ def run_cli(main):
     except (UserError, OSError) as error:
         for bar in list(getattr(tqdm.tqdm, '_instances', [])):
             bar.close()
-        message = str(error) if isinstance(error, UserError) else _os_error_message(error)
+        message = (error.for_command_line() if isinstance(error, UserError)
+                   else _os_error_message(error))
         sys.stderr.write('\nerror: {}\n'.format(message) if sys.stderr.isatty()
                          else 'error: {}\n'.format(message))
         sys.exit(2)

@@ -157,17 +157,22 @@ class Setup:
         """Readable names of the label ids ('positive', not '1'), for reports."""
         return self.dataset.readable_label_names
 
-    def evaluation_examples(self, split='test', eval_file=None):
+    def evaluation_examples(self, split='test', eval_file=None, skip_bad_lines=False):
         """(name, token-level examples) to evaluate: a split of the training data, or
-        `eval_file` read in the model's data format with its labels. The name (the split,
-        or 'file-<file name>') goes into output file names, so results on one split or
-        file never overwrite another's."""
+        `eval_file` read in the model's data format with its labels (the dataset's own,
+        '1', or the readable names the reports show, 'positive'); malformed lines are
+        skipped when `skip_bad_lines` (or the run was trained so). The name (the split, or
+        'file-<file name>') goes into output file names, so results on one split or file
+        never overwrite another's."""
         if eval_file is None:
             return split, getattr(self.splits, split)
-        # The file's labels are the dataset's own ('1'), not the readable names ('positive').
         examples = text_datasets.read_eval_file(
             eval_file, self.config.dataset, self.dataset.label_names,
-            self.config.char_based, self.config.skip_bad_lines)
+            self.config.char_based, self.config.skip_bad_lines or skip_bad_lines,
+            self.dataset.display_names)
+        if os.path.abspath(eval_file) == os.path.abspath(self.config.train_file or ''):
+            print('warning: --eval-file {} is the training file of this model; its numbers '
+                  'measure fit, not generalisation'.format(eval_file), file=sys.stderr)
         stem, extension = os.path.splitext(os.path.basename(eval_file))
         if extension not in ('.txt', '.tsv', '.jsonl'):   # stsa.binary.dev keeps its '.dev'
             stem += extension
@@ -271,8 +276,8 @@ def is_transformer(config):
 def pretrained_checkpoint(config):
     """The transformer checkpoint of a config (its folder, or the packaged MiniLM);
     imported here because tokenizers and safetensors are needed only for these."""
-    from deepknn import transformer
-    return transformer.checkpoint(config.pretrained)
+    from deepknn import pretrained
+    return pretrained.checkpoint(config.pretrained)
 
 
 def describe_transformer(config):

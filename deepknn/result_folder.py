@@ -90,8 +90,7 @@ def _acquire(path, folder):
             holder = handle.read().strip() or 'another process'
             handle.close()
             if holder.startswith('pid {} '.format(os.getpid())):
-                raise UserError('{} is given twice (this command already writes it: {}); '
-                                'pass different folders'.format(folder, holder))
+                holder += ', this very command: is the same folder given twice?'
             raise UserError('{} is in use by {}; wait for it to finish or use another '
                             'folder'.format(folder, holder))
         try:

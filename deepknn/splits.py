@@ -28,7 +28,7 @@ class Splits:
 # ---------------------------------------------------------------- train/dev/calib splits
 def _check_split_sizes(name, n_pool, n_dev, n_calib, carve_dev):
     if n_calib < 0:
-        raise UserError('--n-calib must be >= 0, got {}'.format(n_calib))
+        raise UserError('n_calib must be >= 0, got {}'.format(n_calib), 'n_calib')
     if carve_dev and n_dev < 1:
         raise UserError('{}: the training pool ({} examples) is too small to carve a dev set '
                         'from it'.format(name, n_pool))
@@ -85,15 +85,18 @@ def change_train(splits, n_class, exclude=(), label_noise=0.0, noise_seed=0):
     n_train = len(splits.train)
     exclude = sorted(set(exclude))
     if exclude and not (0 <= exclude[0] and exclude[-1] < n_train):
-        raise UserError('--exclude-train holds indices outside the training split (0..{}); '
-                        'write indices into the training split'.format(n_train - 1))
+        raise UserError('exclude_train holds indices outside the training split (0..{}); '
+                        'write indices into the training split'.format(n_train - 1),
+                        'exclude_train')
     if len(exclude) >= n_train:
-        raise UserError('--exclude-train drops all {} training examples; exclude fewer'
-                        .format(n_train))
+        raise UserError('exclude_train drops all {} training examples; exclude fewer'
+                        .format(n_train), 'exclude_train')
     if not 0 <= label_noise < 1:
-        raise UserError('--label-noise must be in [0, 1), got {}'.format(label_noise))
+        raise UserError('label_noise must be in [0, 1), got {}'.format(label_noise),
+                        'label_noise')
     if label_noise > 0 and n_class < 2:
-        raise UserError('--label-noise needs at least two classes to flip between')
+        raise UserError('label_noise needs at least two classes to flip between',
+                        'label_noise')
     dropped = set(exclude)
     train = [example for i, example in enumerate(splits.train) if i not in dropped]
     rng = np.random.RandomState(noise_seed)

@@ -196,8 +196,8 @@ def test_activations_with_a_missing_or_malformed_file_are_one_line_errors(tmp_pa
     with pytest.raises(UserError, match=r'layer_0 must have shape \(3, D\)'):
         run_dknn.main(['--activations', str(folder)])
     np.savez(str(folder / 'calib.npz'), layer_0=np.zeros((3, 16)), labels=np.arange(3))
-    with pytest.raises(UserError, match='query activations have 1 layers, but the DkNN was '
-                                        'fitted on 2'):
+    with pytest.raises(UserError, match=r'calib.npz has layer widths \[16\], train.npz '
+                                        r'\[16, 8\]; every split must come from the same model'):
         run_dknn.main(['--activations', str(folder)])
 
 

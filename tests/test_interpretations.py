@@ -50,7 +50,7 @@ def make_setup(tmp_path, pair=False):
         model=model, vocab=VOCAB, result_dir=str(tmp_path), label_names=LABEL_NAMES,
         splits=types.SimpleNamespace(train=train, test=train[:4]),
         config=types.SimpleNamespace(dataset='toy', model='cnn', n_class=N_CLASS))
-    setup.evaluation_examples = lambda split, eval_file: (split, getattr(setup.splits, split))
+    setup.evaluation_examples = lambda split, eval_file, skip_bad_lines=False: (split, getattr(setup.splits, split))
     return setup, dknn
 
 

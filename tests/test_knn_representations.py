@@ -130,17 +130,20 @@ def test_recall_curve_and_rankings():
     assert ranking[0] == 2
 
 
-def test_bad_hyperparameters_name_the_flag():
+def test_bad_hyperparameters_name_the_parameter_and_the_command_line_names_the_flag():
     classifier = knn.KnnClassifier(np.eye(3), [0, 1, 1], n_class=2)
-    for call, flag in ((lambda: knn.check_threshold(1.5), '--tau'),
-                       (lambda: knn.check_threshold(-0.1), '--tau'),
-                       (lambda: knn.check_temperature(0), '--temperature'),
-                       (lambda: knn.knn_probabilities(neighbors([[0.0]], [[0]]), 2, -1), '--temperature'),
-                       (lambda: classifier.neighbors(np.eye(3), 0), '--k'),
-                       (lambda: classifier.neighbors(np.eye(3), 4), '--k'),
-                       (lambda: knn.check_layer(5, 3), '--layer')):
-        with pytest.raises(UserError, match=flag):
+    for call, name in ((lambda: knn.check_threshold(1.5), 'tau'),
+                       (lambda: knn.check_threshold(-0.1), 'tau'),
+                       (lambda: knn.check_temperature(0), 'temperature'),
+                       (lambda: knn.knn_probabilities(neighbors([[0.0]], [[0]]), 2, -1),
+                        'temperature'),
+                       (lambda: classifier.neighbors(np.eye(3), 0), 'k'),
+                       (lambda: classifier.neighbors(np.eye(3), 4), 'k'),
+                       (lambda: knn.check_layer(5, 3), 'layer')):
+        with pytest.raises(UserError, match='^' + name + ' ') as raised:
             call()
+        assert raised.value.parameter == name
+        assert raised.value.for_command_line().startswith('--' + name + ' ')
     with pytest.raises(UserError, match='dev split has no examples'):
         knn.tune_backoff(np.zeros((0, 2)), neighbors(np.zeros((0, 1)), np.zeros((0, 1), int)),
                          [], [], 2, ks=[1])
@@ -168,12 +171,13 @@ def test_exclusion_and_label_noise_are_seeded_and_flip_to_another_label():
     assert other.flipped_indices != changed.flipped_indices
 
 
-@pytest.mark.parametrize('kwargs, message', [
+@pytest.mark.parametrize('kwargs, flag', [
     ({'label_noise': 1.0}, '--label-noise'), ({'label_noise': -0.1}, '--label-noise'),
     ({'exclude': [50]}, '--exclude-train'), ({'exclude': list(range(50))}, '--exclude-train')])
-def test_bad_training_changes_name_the_flag(kwargs, message):
-    with pytest.raises(UserError, match=message):
+def test_bad_training_changes_name_the_flag(kwargs, flag):
+    with pytest.raises(UserError) as raised:
         run_splits.change_train(splits_of(50), 3, **kwargs)
+    assert raised.value.for_command_line().startswith(flag + ' ')
 
 
 def test_training_flags_are_recorded_and_reproduced_at_load(tmp_path):
@@ -205,7 +209,7 @@ def test_training_flags_are_recorded_and_reproduced_at_load(tmp_path):
     assert all((a[1] != b[1]) == (i in flipped)
                for i, (a, b) in enumerate(zip(setup.splits.train, kept)))
     (tmp_path / 'exclude.json').write_text('{"not": "a list"}')
-    with pytest.raises(UserError, match='--exclude-train'):
+    with pytest.raises(UserError, match='exclude.train'):
         model_setup.load_setup(str(out))
 
 

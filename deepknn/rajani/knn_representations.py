@@ -29,21 +29,22 @@ TEMPERATURES = (0.1, 1.0, 10.0, 100.0, 1000.0)
 THRESHOLDS = tuple(np.round(np.linspace(0, 1, 101), 2))
 
 
-def check_k(k, n_train, flag='--k'):
+def check_k(k, n_train, name='k'):
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n_train:
         raise UserError('{} must be an integer from 1 to the {} training examples, got {!r}; '
-                        'pass a smaller {}'.format(flag, n_train, k, flag))
+                        'choose a smaller one'.format(name, n_train, k), name)
 
 
-def check_temperature(temperature, flag='--temperature'):
+def check_temperature(temperature, name='temperature'):
     if not temperature > 0:
         raise UserError('{} must be > 0, got {}; pass a positive temperature'.format(
-            flag, temperature))
+            name, temperature), name)
 
 
-def check_threshold(threshold, flag='--tau'):
+def check_threshold(threshold, name='tau'):
     if not 0 <= threshold <= 1:
-        raise UserError('{} must be in [0, 1], got {}; pass a probability'.format(flag, threshold))
+        raise UserError('{} must be in [0, 1], got {}; pass a probability'.format(
+            name, threshold), name)
 
 
 @dataclasses.dataclass
@@ -201,8 +202,9 @@ def backoff_scores(model_proba, knn_proba, signal, threshold, labels):
 # ---------------------------------------------------------------- a trained model
 def check_layer(layer, n_layers):
     if not -n_layers <= layer < n_layers:
-        raise UserError('--layer {} does not exist: the model has {} layers (-{}..{}); the '
-                        'last hidden layer is -2'.format(layer, n_layers, n_layers, n_layers - 1))
+        raise UserError('layer {} does not exist: the model has {} layers (-{}..{}); the '
+                        'last hidden layer is -2'.format(layer, n_layers, n_layers, n_layers - 1),
+                        'layer')
 
 
 def classifier_from_setup(setup, layer=-2, batchsize=64):
