@@ -25,7 +25,6 @@ from deepknn.feng import input_reduction
 from deepknn.feng import measures
 from deepknn import knn_index
 from deepknn import model_setup
-import nets
 import nlp_utils
 from deepknn.reports import faithfulness_report
 from deepknn.reports import paper_analyses
@@ -69,7 +68,7 @@ def table1_rows(results_dir):
     train_and_dknn.sh); one 'not run' row where a model and dataset have none."""
     names = sorted(os.listdir(results_dir)) if os.path.isdir(results_dir) else []
     rows = []
-    for model in ('bilstm', 'cnn'):
+    for model in ('bilstm', 'cnn', 'minilm'):
         for dataset, short in TABLE1_DATASETS:
             run = '{}_{}'.format(dataset, model)
             variants = [name for name in names if name == run or name.startswith(run + '_')]
@@ -84,8 +83,9 @@ def percent(fraction):
 
 
 def table1_empty_row(name, model, short):
-    paper_softmax, paper_dknn = paper_numbers.TABLE1[model][short]
-    return {'model': nets.MODEL_NAMES[model], 'dataset': short, 'run': name,
+    # The paper has no transformer: blank paper columns (None would read 'not run').
+    paper_softmax, paper_dknn = paper_numbers.TABLE1.get(model, {}).get(short, ('', ''))
+    return {'model': model_setup.MODEL_NAMES[model], 'dataset': short, 'run': name,
             'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
             'dknn': None, 'difference': None, 'dev_softmax': None, 'dev_dknn': None,
             'epochs': None, 'backend': None, 'k': None, 'seed': None, 'vocab': None}

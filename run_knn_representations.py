@@ -24,7 +24,6 @@ from deepknn.rajani import knn_influence
 from deepknn.reports import knn_report
 from deepknn.rajani import knn_representations as knn
 from deepknn import model_setup
-import nets
 import nlp_utils
 from deepknn import result_folder
 from deepknn.reports import saliency_report
@@ -61,7 +60,7 @@ def percent(value):
 def backoff_row(setup, result):
     conf, cred = result['confidence'], result['credibility'] or {}
     model = setup.config.model
-    return {'dataset': dataset_name(setup.config), 'encoder': nets.MODEL_NAMES.get(model, model),
+    return {'dataset': dataset_name(setup.config), 'encoder': model_setup.MODEL_NAMES.get(model, model),
             'n_train': result['n_train'], 'k': conf['k'], 'T': conf['temperature'],
             'tau': conf['threshold'], 'model': percent(conf['model_accuracy']),
             'knn_backoff': percent(conf['backoff_accuracy']),

@@ -267,6 +267,8 @@ def check_calibration(result_dir, splits):
 
 
 TRANSFORMER_MODELS = ('minilm', 'transformer')   # the packaged MiniLM; any BERT folder
+# How tables name every model.
+MODEL_NAMES = dict(nets.MODEL_NAMES, minilm='MiniLM', transformer='BERT (own checkpoint)')
 
 
 def is_transformer(config):
