@@ -14,7 +14,8 @@ $(VENV)/installed: requirements.txt requirements-model.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-.PHONY: venv demo test table1 interpretation-results feng-results paper
+.PHONY: venv demo test table1 interpretation-results feng-results paper minilm-results \
+	rajani-results
 venv: $(VENV)/installed
 
 # Small default: a CNN on SST-2 (5 epochs), its DkNN, and saliency maps of 20 test sentences.
@@ -79,3 +80,29 @@ feng-results: venv
 	$(PY) paper_results.py --overwrite entropy --runs $(shell echo $(SST_RUNS) $(SNLI_RUNS) | tr ' ' ,) --limit 300
 
 paper: table1 interpretation-results feng-results
+
+# The pretrained transformer (all-MiniLM-L6-v2 fine-tuned 3 epochs, batch 32, lr 3e-5):
+# Table 1 rows, section 5.1 and faithfulness on its SST model. Each sentence task takes
+# about 25-50 minutes of fine-tuning on 2 CPU cores; runs are resumable.
+MINILM_DATASETS := stsa.binary TREC custrev
+minilm-results: venv
+	for d in $(MINILM_DATASETS); do scripts/train_and_dknn.sh $$d minilm || exit 1; done
+	$(PY) paper_results.py --overwrite table1
+	$(PY) scaling.py --model-setup results/stsa.binary_minilm/args.json
+	$(PY) paper_results.py --overwrite highlights --run stsa.binary_minilm --limit 300
+	for a in table2 terribly; do $(PY) paper_results.py --overwrite $$a --run stsa.binary_minilm || exit 1; done
+	for r in stsa.binary_cnn stsa.binary_bilstm stsa.binary_minilm; do \
+	  [ ! -f results/$$r/args.json ] || $(PY) paper_results.py --overwrite faithfulness --run $$r \
+	      --limit 200 || exit 1; done
+
+# Rajani et al. 2020 on the fine-tuned MiniLM, as the paper ran it: the 1,666 cad-snli pairs,
+# validated on SNLI dev (9,842) and tested on SNLI test (9,824), no calibration split.
+CAD_SNLI_PAPER := --n-calib 0 --dev-file $(DKNN_DATA_DIR)/snli_1.0/snli_1.0_dev.jsonl \
+	--test-file $(DKNN_DATA_DIR)/snli_1.0/snli_1.0_test.jsonl
+rajani-results: venv
+	RUN=cad-snli-snlieval_minilm scripts/train_and_dknn.sh cad-snli minilm $(CAD_SNLI_PAPER) \
+	    --epoch 4 --lr 5e-5
+	$(PY) run_knn_representations.py backoff --overwrite \
+	    --model-setup results/cad-snli-snlieval_minilm/args.json --table results/knn_backoff_minilm
+	$(PY) run_knn_representations.py retrieved --model-setup results/cad-snli-snlieval_minilm/args.json \
+	    --split test --k 16 --out results/knn_retrieved_cad-snli-snlieval_minilm_test

@@ -6,10 +6,11 @@
 # last epoch (--resume) when it has a snapshot, so a long chain of runs survives being
 # stopped; one without a snapshot starts over. The Chainer models get the GloVe vectors;
 # a transformer (minilm, transformer) has its own word pieces.
-# DkNN runs on the test and dev splits with exact faiss; DKNN_BACKEND=kdtree for the paper's.
+# DkNN runs on the test and dev splits with exact faiss; DKNN_BACKEND=kdtree for the paper's
+# (not for a run trained with --n-calib 0, which has no calibration split).
 set -euo pipefail
 if [ $# -lt 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
-  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 2 ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]
   exit $?
 fi
@@ -34,6 +35,10 @@ else
     "$py" train_text_classifier.py --dataset "$dataset" --model "$model" --data-dir "$data" \
       ${vectors[@]+"${vectors[@]}"} --out "$out" $replace "$@"
   mv "$timing" "$out/time.txt"
+fi
+if grep -q '"n_calib": 0,' "$out/args.json"; then
+  echo "$out has no calibration split (--n-calib 0): DkNN skipped" >&2
+  exit 0
 fi
 for split in test dev; do   # dev too: Table 1 shows both, so a gap is not one test set's noise
   [ -f "$out/dknn_${split}_${DKNN_BACKEND:-faiss}.json" ] ||
