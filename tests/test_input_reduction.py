@@ -187,6 +187,8 @@ def test_report_escapes_every_text_and_strikes_the_removed_words():
     assert rows[0]['original'] == '<b> fine & <x"y>' and rows[0]['reduced'] == 'fine'
     assert rows[0]['prediction'] == '<neg>' and rows[0]['softmax_prediction_after'] == '<neg>'
     page = reduction_report.html_page(rows, [reduction], vocab, 'T<itle>')
-    assert '<b>' not in page.replace('<b>fine</b>', '') and '<i>' not in page
+    assert '<b>' not in page.replace('<b><bdi>fine</bdi></b>', '') and '<i>' not in page
     assert '&lt;neg&gt;' in page and '&lt;x&quot;y&gt;' in page and 'T&lt;itle&gt;' in page
     assert page.count('class="removed"') == 3
+    # Every text is direction-isolated: a right-to-left word cannot reorder its row.
+    assert '<bdi>fine</bdi>' in page and '<bdi>&lt;neg&gt;</bdi>' in page

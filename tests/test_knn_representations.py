@@ -223,3 +223,15 @@ def test_cad_snli_evaluated_on_snli_jsonl_has_the_papers_sizes():
                                          test_file=snli.format('test'))
     assert (len(dataset.train_pool), len(dataset.dev), len(dataset.test)) == (1666, 9842, 9824)
     assert dataset.pair and dataset.label_names == text_datasets.SNLI_LABELS
+
+
+def test_explanation_page_escapes_and_isolates_every_text():
+    from deepknn.reports import knn_report
+    record = {'example': 0, 'gold': '<neg>', 'text': '\u05e9\u05dc\u05d5\u05dd \u202e<b>',
+              'model_prediction': 'pos', 'model_probability': 0.9, 'knn_prediction': 'pos',
+              'knn_vote': {'pos': 0.75, '<neg>': 0.25},
+              'neighbors': [{'text': 'x<script>', 'label': 'pos', 'sq_distance': 1.0}]}
+    page = knn_report.explanation_html([record], 'kNN <title>')
+    assert '<script' not in page and '<b>\u202e' not in page and '&lt;neg&gt;' in page
+    assert '<bdi>\u05e9\u05dc\u05d5\u05dd \u202e&lt;b&gt;</bdi>' in page
+    assert '<bdi>x&lt;script&gt;</bdi>' in page and '<bdi>&lt;neg&gt;</bdi> 0.250' in page

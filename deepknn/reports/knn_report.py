@@ -38,11 +38,12 @@ def explanation_records(examples, positions, model_proba, neighbors, knn_proba, 
 
 
 def _record_html(record):
-    vote = ', '.join('{} {:.3f}'.format(html.escape(name), p)
+    vote = ', '.join('{} {:.3f}'.format(saliency_report.isolated(name), p)
                      for name, p in record['knn_vote'].items())
     rows = ''.join('<tr><td>{}</td><td>{}</td><td class="prediction">{}</td>'
                    '<td class="prediction">{:.2f}</td></tr>'.format(
-                       n + 1, html.escape(item['text']), html.escape(item['label']),
+                       n + 1, saliency_report.isolated(item['text']),
+                       saliency_report.isolated(item['label']),
                        item['sq_distance'])
                    for n, item in enumerate(record['neighbors']))
     return ('<section><div>Example {} — gold: <b>{}</b></div><div>{}</div>'
@@ -50,9 +51,10 @@ def _record_html(record):
             '<tr><td class="method">kNN vote</td><td class="prediction">{} ({})</td></tr></table>'
             '<div class="neighbors">Nearest training examples (label, squared distance):'
             '<table>{}</table></div></section>').format(
-                record['example'], html.escape(record['gold']), html.escape(record['text']),
-                html.escape(record['model_prediction']), record['model_probability'],
-                html.escape(record['knn_prediction']), vote, rows)
+                record['example'], saliency_report.isolated(record['gold']),
+                saliency_report.isolated(record['text']),
+                saliency_report.isolated(record['model_prediction']), record['model_probability'],
+                saliency_report.isolated(record['knn_prediction']), vote, rows)
 
 
 def explanation_html(records, title):

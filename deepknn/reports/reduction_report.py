@@ -87,8 +87,8 @@ th { text-align: left; padding: .25em .6em; border-bottom: 1px solid #ccc; }
 def _original_html(reduction, vocab):
     """The original words, those the reduction removed struck through."""
     kept = set(reduction.kept)
-    return ' '.join(html.escape(shown) if i in kept else
-                    '<span class="removed">{}</span>'.format(html.escape(shown))
+    return ' '.join(saliency_report.isolated(shown) if i in kept else
+                    '<span class="removed">{}</span>'.format(saliency_report.isolated(shown))
                     for i, shown in enumerate(saliency_report.display_tokens(reduction.original,
                                                                              vocab)))
 
@@ -100,7 +100,8 @@ def html_page(rows, reductions, vocab, title):
     lines = ['<tr><th>#</th><th>original</th><th>reduced</th><th>prediction</th>'
              '<th>confidence</th><th>credibility</th></tr>']
     for number, (row, reduction) in enumerate(zip(rows, reductions), 1):
-        premise = ('<div class="premise">Premise: {}</div>'.format(html.escape(row['premise']))
+        premise = ('<div class="premise">Premise: {}</div>'.format(
+                       saliency_report.isolated(row['premise']))
                    if 'premise' in row else '')
         credibility = ('{:.3f} &rarr; {:.3f}'.format(row['credibility_before'],
                                                      row['credibility_after'])
@@ -108,7 +109,8 @@ def html_page(rows, reductions, vocab, title):
         lines.append('<tr><td>{}</td><td class="text">{}{}</td><td class="text"><b>{}</b></td>'
                      '<td class="prediction">{}</td><td>{:.3f} &rarr; {:.3f}</td><td>{}</td>'
                      '</tr>'.format(number, premise, _original_html(reduction, vocab),
-                                    html.escape(row['reduced']), html.escape(row['prediction']),
+                                    saliency_report.isolated(row['reduced']),
+                                    saliency_report.isolated(row['prediction']),
                                     row['confidence_before'], row['confidence_after'],
                                     credibility))
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'

@@ -25,6 +25,12 @@ PTB_TOKENS = {'-lrb-': '(', '-rrb-': ')', '-lsb-': '[', '-rsb-': ']', '-lcb-': '
               '-rcb-': '}', '``': '\u201c', "''": '\u201d'}
 
 
+def isolated(text):
+    """`text` escaped and direction-isolated (<bdi>): a right-to-left word or a bidi
+    control character in the data cannot reorder the page around it."""
+    return '<bdi>{}</bdi>'.format(html.escape(text))
+
+
 def display_tokens(tokens, vocab):
     """Tokens as shown: PTB escapes as their characters, and words outside the
     vocabulary in angle brackets (as in the paper)."""
