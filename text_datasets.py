@@ -5,8 +5,10 @@ An example is `(tokens, label)`: `tokens` is a list of str (for pair datasets a 
 Where the files come from is data_files.py; how each format is read, text_readers.py;
 the train/dev/calibration splits of a run, deepknn/splits.py.
 """
+import collections
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple, Union
 
@@ -239,6 +241,9 @@ def _with_label_ids(records, label_names):
     return [(tokens, index[label]) for tokens, label in records]
 
 
+RARE_CLASS = 5   # fewer training examples of a class: probably a typo in a label
+
+
 def _check_classes(name, records, paths, fixed_labels, allow_unseen_labels):
     """At least two classes to train on, and for data without a fixed label set
     (unless allowed) no dev/test label that training never sees: either would give
@@ -248,6 +253,14 @@ def _check_classes(name, records, paths, fixed_labels, allow_unseen_labels):
     if len(train_labels) < 2:
         raise UserError('{}: {} holds only the class {!r}; a classifier needs examples of at '
                         'least 2 classes'.format(name, paths[train_role], train_labels.pop()))
+    counts = collections.Counter(label for _, label in records[train_role])
+    rare = sorted(label for label, n in counts.items() if n < RARE_CLASS)
+    if rare and not fixed_labels:
+        print('warning: {}: class(es) {} have fewer than {} training examples (per class: {}); '
+              'check the labels of {}'.format(
+                  name, ', '.join(map(repr, rare)), RARE_CLASS,
+                  ', '.join('{} {}'.format(label, counts[label]) for label in sorted(counts)),
+                  paths[train_role]), file=sys.stderr)
     for role in ('dev', 'test'):
         unseen = sorted({label for _, label in records.get(role, [])} - train_labels)
         if unseen and not (fixed_labels or allow_unseen_labels):

@@ -7,6 +7,8 @@ labels. Both return a `Splits`; the same arguments always give the same splits.
 from dataclasses import dataclass
 from typing import Optional
 
+import collections
+
 import numpy as np
 
 from nlp_utils import UserError
@@ -67,9 +69,26 @@ def make_splits(dataset, seed=777, dev_fraction=0.1, n_calib=1000, select_on_tes
         dev = [pool[i] for i in dev_indices]
     else:
         dev = dataset.dev
+    _check_every_class_trains(dataset, train)
     return Splits(train=train, dev=dev, calib=[pool[i] for i in calib_indices],
                   test=dataset.test, dev_indices=dev_indices if carve_dev else None,
                   calib_indices=calib_indices)
+
+
+def _check_every_class_trains(dataset, train):
+    """UserError when a class of the training pool has no example left in `train`
+    (all went to dev or calibration): the model could never predict it."""
+    counts = collections.Counter(label for _, label in train)
+    pool_counts = collections.Counter(label for _, label in dataset.train_pool)
+    names = dataset.readable_label_names
+    missing = [names[label] for label in sorted(pool_counts) if not counts[label]]
+    if missing:
+        raise UserError('{}: class(es) {} have no training example left after the dev and '
+                        'calibration splits (training pool per class: {}); lower --n-calib or '
+                        '--dev-fraction, or add examples'.format(
+                            dataset.name, ', '.join(map(repr, missing)),
+                            ', '.join('{} {}'.format(names[label], n)
+                                      for label, n in sorted(pool_counts.items()))))
 
 
 # ---------------------------------------------------------------- training-set changes

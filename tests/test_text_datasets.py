@@ -7,6 +7,7 @@ import tarfile
 import urllib.error
 import zipfile
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
@@ -605,3 +606,25 @@ def test_windows_1252_fallback_is_counted_per_file(tmp_path):
     dataset = load_dataset('custom', train_file=train, test_file=test)
     assert dataset.train_pool[0] == (['caf\xe9', 'ok'], 1)
     assert dataset.fallback_lines == {train: 1}
+
+
+def test_a_class_with_no_training_example_left_is_refused_and_rare_ones_are_named(
+        tmp_path, capsys):
+    """A label seen once in custom training data becomes a class: it is named with the
+    count per class, and refused when the dev/calibration splits took its only example."""
+    train = tmp_path / 'train.txt'
+    train.write_text(''.join('{} w{} x\n'.format(label, i) for i, label in
+                             enumerate(['pos', 'neg'] * 30 + ['pso'])))
+    test = tmp_path / 'test.txt'
+    test.write_text('pos a\nneg b\n')
+    dataset = load_dataset('custom', train_file=str(train), test_file=str(test),
+                           dev_file=str(test), allow_unseen_labels=True)
+    assert "class(es) 'pso' have fewer than 5 training examples" in capsys.readouterr().err
+    odd = dataset.label_names.index('pso')
+    position = [i for i, (_, label) in enumerate(dataset.train_pool) if label == odd][0]
+    # A seed whose calibration split (the first 30 of make_splits' seeded permutation;
+    # the dev file means no dev is carved) takes the one 'pso' example.
+    seed = next(s for s in range(100) if position in
+                np.random.RandomState(s + 1).permutation(len(dataset.train_pool))[:30])
+    with pytest.raises(UserError, match="'pso' have no training example left .*pso 1"):
+        make_splits(dataset, seed=seed, n_calib=30)
