@@ -235,3 +235,16 @@ def test_explanation_page_escapes_and_isolates_every_text():
     assert '<script' not in page and '<b>\u202e' not in page and '&lt;neg&gt;' in page
     assert '<bdi>\u05e9\u05dc\u05d5\u05dd \u202e&lt;b&gt;</bdi>' in page
     assert '<bdi>x&lt;script&gt;</bdi>' in page and '<bdi>&lt;neg&gt;</bdi> 0.250' in page
+
+
+def test_negation_association_counts_not_and_split_nt_and_their_label_share():
+    from deepknn.rajani import knn_influence
+    labels = ['entailment', 'neutral', 'contradiction']
+    examples = [((['p'], ['A', 'man', 'is', 'not', 'here']), 2),
+                ((['p'], ['He', 'isn', "'", 't', 'sad']), 2),        # tokenizer-split n't
+                ((['p'], ['They', "don't", 'run']), 0),
+                ((['p'], ['Nothing', 'notable']), 2),                  # no negation word
+                ((['p'], ['A', 'knot']), 1)]
+    stats = knn_influence.negation_association(examples, labels)
+    assert (stats['n'], stats['n_negated']) == (5, 3)
+    assert stats['share_negated'] == 0.6 and stats['share_label'] == 2 / 3

@@ -5,6 +5,8 @@ and over a whole split), which to remove in the removal experiment, and the dete
 of mislabeled training examples with the paper's rule and two rankings to compare
 against. Methods return plain arrays and dicts; rendering is in knn_report.py.
 """
+import re
+
 import numpy as np
 
 from deepknn import dknn
@@ -127,3 +129,21 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16):
             'fraction_inspected': len(candidates) / classifier.n_train,
             'curves': {name: recall_at_fractions(ranking, flipped, FRACTIONS)
                        for name, ranking in rankings.items()}}
+
+
+# ---------------------------------------------------------------- a spurious association
+# 'not', or "n't" whether the tokenizer kept it ("n't") or split it ("isn ' t").
+NEGATION = re.compile(r"\bnot\b|n ?' ?t\b")
+
+
+def negation_association(examples, label_names, label='contradiction'):
+    """Rajani et al.'s 'not' pattern (section 5): of the pair examples [((premise,
+    hypothesis), label id)] whose hypothesis holds a negation ('not', "n't"), how many,
+    and what share carries `label`. -> {'n', 'n_negated', 'share_negated', 'share_label'}."""
+    negated = [y for (_, hypothesis), y in examples
+               if NEGATION.search(' '.join(hypothesis).lower())]
+    target = label_names.index(label)
+    return {'n': len(examples), 'n_negated': len(negated),
+            'share_negated': len(negated) / len(examples) if examples else float('nan'),
+            'share_label': (sum(y == target for y in negated) / len(negated)
+                            if negated else float('nan'))}
