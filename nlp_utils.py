@@ -14,6 +14,14 @@ import numpy as np
 
 EOS = '<eos>'
 UNK = '<unk>'
+# Penn Treebank escapes in the SST/TREC files, and the characters they stand for.
+PTB_ESCAPES = {'-lrb-': '(', '-rrb-': ')', '-lsb-': '[', '-rsb-': ']', '-lcb-': '{',
+               '-rcb-': '}', '``': '"', "''": '"'}
+
+
+def ptb_text(token):
+    """What a PTB-escaped token stands for: '-lrb-' -> '(', 'and\\/or' -> 'and/or'."""
+    return PTB_ESCAPES.get(token.lower(), token).replace('\\/', '/').replace('\\*', '*')
 
 
 class UserError(Exception):
@@ -87,7 +95,7 @@ def atomic_write_files(writes):
             fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix=os.path.basename(path))
             temporaries.append(tmp)
             # mkstemp makes the file 0600; give it the mode a plain open() would.
-            os.chmod(tmp, 0o666 & ~_umask())
+            os.chmod(tmp, 0o666 & ~current_umask())
             # Text is always UTF-8 (the HTML pages say so), whatever the locale.
             with os.fdopen(fd, mode, **({} if 'b' in mode else {'encoding': 'utf-8'})) as f:
                 write(f)
@@ -100,7 +108,8 @@ def atomic_write_files(writes):
         raise
 
 
-def _umask():
+def current_umask():
+    """The process's umask (os.umask can only be read by setting it)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -20,7 +20,7 @@ import chainer.links as L
 import safetensors.numpy
 import tokenizers
 
-from nlp_utils import EOS, UNK, UserError, file_digest, read_json
+from nlp_utils import EOS, UNK, UserError, current_umask, file_digest, ptb_text, read_json
 
 NEEDED_FILES = ('config.json', 'model.safetensors', 'tokenizer.json')
 PACKAGED_NAME = 'all-MiniLM-L6-v2'
@@ -34,8 +34,6 @@ PACKAGED_SHA256 = {
 REINSTALL = 'reinstall with make venv'
 # Penn Treebank escapes of the project's tokenised corpora (SST): the word-piece
 # tokenizer would cut '-lrb-' into '-', 'l', '##rb', '-'; BERT saw the characters.
-PTB_ESCAPES = {'-lrb-': '(', '-rrb-': ')', '-lsb-': '[', '-rsb-': ']',
-               '-lcb-': '{', '-rcb-': '}', '``': '"', "''": '"'}
 
 
 # ---------------------------------------------------------------- configuration
@@ -202,7 +200,7 @@ def _extract(archive, folder):
         except (zipfile.BadZipFile, KeyError, EOFError, zlib.error) as error:
             raise UserError('{} is damaged ({}); {}'.format(archive, error, REINSTALL))
         _verify_packaged(temporary, 'the installed package is damaged; ' + REINSTALL)
-        os.chmod(temporary, 0o777 & ~_umask())   # mkdtemp made it private
+        os.chmod(temporary, 0o777 & ~current_umask())   # mkdtemp made it private
         _move_into_place(temporary, folder)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
@@ -222,12 +220,6 @@ def _move_into_place(temporary, folder):
     os.replace(folder, aside)   # onto an empty folder: allowed by rename(2)
     shutil.rmtree(aside, ignore_errors=True)
     os.replace(temporary, folder)
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 # ---------------------------------------------------------------- weights
@@ -348,7 +340,7 @@ class WordPieces:
             return ()
         if word == UNK:
             return (self.unk_id,)
-        text = PTB_ESCAPES.get(word.lower(), word)
+        text = ptb_text(word)
         ids = tuple(self.tokenizer.encode(text, add_special_tokens=False).ids)
         return ids or (self.unk_id,)
 

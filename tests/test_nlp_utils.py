@@ -201,3 +201,8 @@ def test_argument_types_refuse_out_of_range_values(parse, text):
     import argparse
     with pytest.raises(argparse.ArgumentTypeError, match='must be'):
         parse(text)
+
+
+def test_ptb_escapes_are_shown_as_the_characters_they_stand_for():
+    assert [nlp_utils.ptb_text(t) for t in ['-LRB-', '-rrb-', '``', "''", 'and\\/or', '\\*', 'x']] \
+        == ['(', ')', '"', '"', 'and/or', '*', 'x']

@@ -17,12 +17,8 @@ from matplotlib.font_manager import FontProperties  # noqa: E402
 
 from deepknn import saliency  # noqa: E402
 from deepknn.reports import plots  # noqa: E402
+from nlp_utils import ptb_text  # noqa: E402
 from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, normalize  # noqa: E402
-
-
-# Penn Treebank escapes in the SST/TREC files, shown as what they stand for.
-PTB_TOKENS = {'-lrb-': '(', '-rrb-': ')', '-lsb-': '[', '-rsb-': ']', '-lcb-': '{',
-              '-rcb-': '}', '``': '\u201c', "''": '\u201d'}
 
 
 def isolated(text):
@@ -34,8 +30,8 @@ def isolated(text):
 def display_tokens(tokens, vocab):
     """Tokens as shown: PTB escapes as their characters, and words outside the
     vocabulary in angle brackets (as in the paper)."""
-    return ['<{}>'.format(PTB_TOKENS.get(token.lower(), token)) if token not in vocab
-            else PTB_TOKENS.get(token.lower(), token) for token in tokens]
+    return ['<{}>'.format(ptb_text(token)) if token not in vocab else ptb_text(token)
+            for token in tokens]
 
 
 # ---------------------------------------------------------------- what is rendered
