@@ -65,8 +65,9 @@ def parse_args(argv=None):
                         help='dev data (default: the official dev split, else a seeded part of train)')
     parser.add_argument('--test-file', default=None,
                         help='test data in place of the dataset\'s (custom: required)')
-    parser.add_argument('--n-calib', type=nlp_utils.non_negative_int, default=1000,
-                        help='held-out training examples for DkNN calibration')
+    parser.add_argument('--n-calib', type=nlp_utils.non_negative_int, default=None,
+                        help='held-out training examples for DkNN calibration (default: 1000, '
+                             'or 10%% of small training sets, said so)')
     parser.add_argument('--dev-fraction', type=nlp_utils.fraction, default=0.1,
                         help='part of train used as dev where there is no official dev split')
     parser.add_argument('--min-freq', type=nlp_utils.positive_int, default=2,

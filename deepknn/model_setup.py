@@ -191,7 +191,8 @@ def get_device(gpu):
 
 
 def load_data(config):
-    """(Dataset, Splits) for a config dict as stored in args.json."""
+    """(Dataset, Splits) for a RunConfig. A new run's n_calib of None becomes
+    default_calibration_size of its data (and is recorded in the config)."""
     dataset = text_datasets.load_dataset(
         config.dataset, data_dir=config.data_dir,
         train_file=config.train_file, dev_file=config.dev_file,
@@ -199,6 +200,8 @@ def load_data(config):
         seed=config.seed, skip_bad_lines=config.skip_bad_lines,
         snli_majority=config.snli_majority,
         allow_unseen_labels=config.allow_unseen_labels)
+    if config.n_calib is None:
+        config.n_calib = default_calibration_size(dataset, config.dev_fraction)
     splits = make_splits(
         dataset, seed=config.seed, dev_fraction=config.dev_fraction,
         n_calib=config.n_calib, select_on_test=config.select_on_test)
@@ -208,6 +211,23 @@ def load_data(config):
             splits, len(dataset.label_names), exclude, config.label_noise or 0.0,
             config.label_noise_seed)
     return dataset, splits
+
+
+DEFAULT_CALIBRATION = 1000
+
+
+def default_calibration_size(dataset, dev_fraction):
+    """1000 held-out calibration examples, or 10% of the training pool (said so) when
+    1000 would leave the model fewer than half of the pool to train on."""
+    pool = len(dataset.train_pool)
+    n_dev = int(pool * dev_fraction) if dataset.dev is None else 0
+    if pool - n_dev - DEFAULT_CALIBRATION >= pool / 2:
+        return DEFAULT_CALIBRATION
+    n_calib = pool // 10
+    print('calibration split: {} examples (10% of the {} training examples; {} would leave '
+          'too few to train on; pass --n-calib to choose)'.format(
+              n_calib, pool, DEFAULT_CALIBRATION))
+    return n_calib
 
 
 def read_exclusions(path):

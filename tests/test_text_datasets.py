@@ -4,6 +4,7 @@ import json
 import os
 import sys
 import tarfile
+import types
 import urllib.error
 import zipfile
 
@@ -628,3 +629,13 @@ def test_a_class_with_no_training_example_left_is_refused_and_rare_ones_are_name
                 np.random.RandomState(s + 1).permutation(len(dataset.train_pool))[:30])
     with pytest.raises(UserError, match="'pso' have no training example left .*pso 1"):
         make_splits(dataset, seed=seed, n_calib=30)
+
+
+def test_the_default_calibration_split_shrinks_for_small_data_and_says_so(capsys):
+    from deepknn import model_setup
+    big = types.SimpleNamespace(train_pool=[None] * 6920, dev=['official'])   # SST
+    assert model_setup.default_calibration_size(big, 0.1) == 1000
+    assert capsys.readouterr().out == ''
+    small = types.SimpleNamespace(train_pool=[None] * 1666, dev=None)   # cad-snli
+    assert model_setup.default_calibration_size(small, 0.1) == 166
+    assert 'calibration split: 166 examples (10% of the 1666' in capsys.readouterr().out
