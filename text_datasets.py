@@ -253,6 +253,14 @@ def _check_classes(name, records, paths, fixed_labels, allow_unseen_labels):
     if len(train_labels) < 2:
         raise UserError('{}: {} holds only the class {!r}; a classifier needs examples of at '
                         'least 2 classes'.format(name, paths[train_role], train_labels.pop()))
+    for role in ('dev', 'test'):
+        unseen = sorted({label for _, label in records.get(role, [])} - train_labels)
+        if unseen and not (fixed_labels or allow_unseen_labels):
+            raise UserError('{}: {} has label(s) {} that the training file {} never has; fix '
+                            'the labels or pass --allow-unseen-labels'.format(
+                                name, paths[role], ', '.join(map(repr, unseen)),
+                                paths[train_role]))
+    # After every error: a warning never precedes a one-line error.
     counts = collections.Counter(label for _, label in records[train_role])
     rare = sorted(label for label, n in counts.items() if n < RARE_CLASS)
     if rare and not fixed_labels:
@@ -261,13 +269,6 @@ def _check_classes(name, records, paths, fixed_labels, allow_unseen_labels):
                   name, ', '.join(map(repr, rare)), RARE_CLASS,
                   ', '.join('{} {}'.format(label, counts[label]) for label in sorted(counts)),
                   paths[train_role]), file=sys.stderr)
-    for role in ('dev', 'test'):
-        unseen = sorted({label for _, label in records.get(role, [])} - train_labels)
-        if unseen and not (fixed_labels or allow_unseen_labels):
-            raise UserError('{}: {} has label(s) {} that the training file {} never has; fix '
-                            'the labels or pass --allow-unseen-labels'.format(
-                                name, paths[role], ', '.join(map(repr, unseen)),
-                                paths[train_role]))
 
 
 def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=None,
