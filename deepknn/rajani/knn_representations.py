@@ -214,11 +214,12 @@ def classifier_from_setup(setup, layer=-2, batchsize=64):
     return KnnClassifier(activations[layer], labels, setup.config.n_class)
 
 
-def split_outputs(setup, examples, batchsize=64):
+def split_outputs(setup, examples, batchsize=64, progress='forward pass'):
     """(every layer's activations [(M, D_l)], softmax probabilities (M, C)) for encoded
-    (ids, label) examples, from one forward pass."""
+    (ids, label) examples, from one forward pass (with a progress bar described by
+    `progress`, None for none)."""
     activations = dknn.checked_activations(setup.model.layer_activations(
-        [x for x, _ in examples], batchsize), 'evaluation')
+        [x for x, _ in examples], batchsize, progress), 'evaluation')
     return activations, calibration.softmax(activations[-1])
 
 
