@@ -203,7 +203,7 @@ def _extract(archive, folder):
         os.chmod(temporary, 0o777 & ~current_umask())   # mkdtemp made it private
         _move_into_place(temporary, folder)
     finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+        shutil.rmtree(temporary, ignore_errors=True)   # our own mkdtemp folder
 
 
 def _move_into_place(temporary, folder):
@@ -218,7 +218,7 @@ def _move_into_place(temporary, folder):
             return
     aside = tempfile.mkdtemp(dir=os.path.dirname(folder), prefix='.old-')
     os.replace(folder, aside)   # onto an empty folder: allowed by rename(2)
-    shutil.rmtree(aside, ignore_errors=True)
+    shutil.rmtree(aside, ignore_errors=True)   # the incomplete extraction this tool made
     os.replace(temporary, folder)
 
 
