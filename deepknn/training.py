@@ -98,16 +98,17 @@ def write_setup(out, config, vocab, splits, dataset):
 
 
 def make_optimizer(config, n_train):
-    """Adam with weight decay 1e-4 (the paper's models), or for a transformer Adam with
-    the BERT recipe: the rate warms up linearly over the first `warmup` fraction of the
-    steps, then decays linearly to 0, decoupled weight decay 0.01 x the scheduled rate
-    and gradients clipped at norm 1.
+    """Adam (its default rate, or lr) with weight decay 1e-4 (the paper's models), or for
+    a transformer Adam with the BERT recipe: the rate warms up linearly over the first
+    `warmup` fraction of the steps, then decays linearly to 0, decoupled weight decay
+    0.01 x the scheduled rate and gradients clipped at norm 1.
 
     Chainer's Adam decays by eta * weight_decay_rate per step (not by the rate), so the
     schedule runs through eta and weight_decay_rate is 0.01 x the peak rate: a plain
     0.01 would shrink every weight by 1% a step and the model collapses to chance."""
     if not model_setup.is_transformer(config):
-        optimizer = chainer.optimizers.Adam()
+        optimizer = (chainer.optimizers.Adam(alpha=config.lr) if config.lr
+                     else chainer.optimizers.Adam())
         return optimizer, [chainer.optimizer_hooks.WeightDecay(1e-4)], None
     optimizer = chainer.optimizers.Adam(alpha=config.lr,
                                         weight_decay_rate=TRANSFORMER_WEIGHT_DECAY * config.lr)

@@ -55,3 +55,4 @@ def test_drops_are_full_minus_variant_in_points_averaged_over_seeds():
     assert row['drop_random'] == pytest.approx(1.0)
     assert row['seed 1 full / top / random'] == '60.0 / 50.0 / 58.0'
     assert (row['paper_drop_most_retrieved'], row['paper_drop_random']) == (4.6, 1.2)
+
