@@ -241,23 +241,19 @@ def report(config, out, model, dev, test):
 # ---------------------------------------------------------------- the result folder
 def check_new_out(out, force):
     """A new run may go into an absent or empty `out`; with `force` also replace a result
-    folder of this tool. Anything else is refused with what to do instead."""
-    if os.path.lexists(out) and (not os.path.isdir(out) or os.path.islink(out)):
-        raise UserError('--out {} exists and is not a folder; pass another --out'.format(out))
-    if not os.path.isdir(out) or not os.listdir(out):
-        return
-    if force:
-        result_folder.check_replaceable(out)
-        return
-    if os.path.exists(os.path.join(out, 'train_result.json')):
-        raise UserError('{} already holds a trained model; pass --force to replace it (the '
-                        'old one stays until the new run has finished) or another --out'
-                        .format(out))
-    if os.path.exists(os.path.join(out, SNAPSHOT)):
-        raise UserError('{} holds an unfinished run; pass --resume to continue it or --force '
-                        'to start over'.format(out))
-    raise UserError('{} is not empty; pass another --out (or --force if it is a result folder '
-                    'of this tool)'.format(out))
+    folder of this tool (result_folder.check_new_out). An existing run is refused with
+    what to do instead: --force, or --resume for an unfinished one."""
+    if not force and os.path.isdir(out) and not os.path.islink(out) and os.listdir(out):
+        if os.path.exists(os.path.join(out, 'train_result.json')):
+            raise UserError('{} already holds a trained model; pass --force to replace it (the '
+                            'old one stays until the new run has finished) or another --out'
+                            .format(out))
+        if os.path.exists(os.path.join(out, SNAPSHOT)):
+            raise UserError('{} holds an unfinished run; pass --resume to continue it or '
+                            '--force to start over'.format(out))
+        raise UserError('{} is not empty; pass another --out (or --force if it is a result '
+                        'folder of this tool)'.format(out))
+    result_folder.check_new_out(out, force)
 
 
 def start(config, out, gpu=-1, force=False):
