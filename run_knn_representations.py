@@ -21,6 +21,7 @@ from deepknn.reports import paper_numbers
 from deepknn import cli
 from deepknn import dknn
 from deepknn.rajani import knn_influence
+from deepknn.rajani import label_issues
 from deepknn.reports import knn_report
 from deepknn.rajani import knn_representations as knn
 from deepknn import model_setup
@@ -180,47 +181,89 @@ def retrieved(args):
 
 
 # ---------------------------------------------------------------- detect
-def detection_row(setup, result):
-    """One seed's scores, and each ranking's recall at the rule's fraction and at 10%."""
-    scores = result['scores']
-    row = {'run': os.path.basename(setup.result_dir), 'dataset': dataset_name(setup.config),
-           'seed': setup.config.label_noise_seed,
-           **{key: round(scores[key], 3) for key in ('precision', 'recall', 'f1')},
-           'n_candidates': scores['n_candidates'], 'n_flipped': scores['n_flipped'],
-           'fraction_inspected': round(result['fraction_inspected'], 3)}
-    for name, curve in result['curves'].items():
-        recall_at = lambda fraction: round(float(np.interp(fraction, knn_influence.FRACTIONS,
-                                                           curve)), 3)
-        name = name.replace(' ', '_')
-        row['recall_{}_same_fraction'.format(name)] = recall_at(result['fraction_inspected'])
-        row['recall_{}_at_10pct'.format(name)] = recall_at(0.1)
-    return row
+PAPER_RULE = 'kNN rule (paper)'
+
+
+def detection_rows(setup, result):
+    """One row per flagging method of one seed's run: its scores, and the recall the
+    training-loss ranking reaches when as many examples are inspected."""
+    loss_curve = result['curves']['training loss']
+    return [{'run': os.path.basename(setup.result_dir), 'dataset': dataset_name(setup.config),
+             'seed': setup.config.label_noise_seed, 'method': method,
+             **{key: round(scores[key], 3) for key in ('precision', 'recall', 'f1')},
+             'n_candidates': scores['n_candidates'], 'n_flipped': scores['n_flipped'],
+             'fraction_inspected': round(scores['fraction_inspected'], 3),
+             'training_loss_recall_same_fraction': round(float(np.interp(
+                 scores['fraction_inspected'], knn_influence.FRACTIONS, loss_curve)), 3)}
+            for method, scores in result['methods'].items()]
+
+
+def mean_rows(rows):
+    """Per method, the seed mean of every score and the seeds' F1 range."""
+    means = []
+    for method in dict.fromkeys(row['method'] for row in rows):
+        mine = [row for row in rows if row['method'] == method]
+        mean = {key: round(float(np.mean([row[key] for row in mine])), 3) for key in mine[0]
+                if key not in ('run', 'dataset', 'seed', 'method')}
+        f1 = [row['f1'] for row in mine]
+        means.append(dict(mean, run='mean of {} seed{}'.format(len(mine), 's' * (len(mine) > 1)), method=method,
+                          dataset=mine[0]['dataset'],
+                          seed='F1 {:.3f}-{:.3f}'.format(min(f1), max(f1))))
+    return means
+
+
+def ranking_rows(curves, rule_recall):
+    """Per ranking (seed-mean curve): recall at 10/30/50% inspected, and the fraction it
+    must inspect to reach the paper rule's mean recall."""
+    rows = []
+    for name, per_seed in curves.items():
+        curve = np.mean(per_seed, axis=0)
+        at = lambda fraction: round(float(np.interp(fraction, knn_influence.FRACTIONS, curve)), 3)
+        rows.append({'ranking': name, 'recall_at_10pct': at(0.1), 'recall_at_30pct': at(0.3),
+                     'recall_at_50pct': at(0.5),
+                     'fraction_to_match_the_rule': knn_influence.fraction_to_match(
+                         curve, rule_recall)})
+    rows.append({'ranking': 'training loss (paper, BERT)', 'recall_at_10pct': '',
+                 'recall_at_30pct': '', 'recall_at_50pct': '',
+                 'fraction_to_match_the_rule': paper_numbers.DETECTION_LOSS_FRACTION})
+    return rows
 
 
 def detect(args):
-    cli.check_new_outputs([args.out + '.md', args.out + '.png'], args.overwrite)
-    rows, curves, points = [], {}, []
+    cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '.png')],
+                          args.overwrite)
+    rows, curves, points = [], {}, {}
     for path in args.model_setup:
         setup = load(args, path)
-        result = knn_influence.mislabeled_experiment(setup, args.layer, args.batchsize)
-        rows.append(detection_row(setup, result))
-        points.append((result['fraction_inspected'], result['scores']['recall']))
+        result = knn_influence.mislabeled_experiment(setup, args.layer, args.batchsize,
+                                                     seed=setup.config.label_noise_seed)
+        rows += detection_rows(setup, result)
+        for name, scores in result['methods'].items():
+            points.setdefault(name, []).append((scores['fraction_inspected'], scores['recall']))
         for name, curve in result['curves'].items():
             curves.setdefault(name, []).append(curve)
-    mean = {key: round(float(np.mean([r[key] for r in rows])), 3) for key in rows[0]
-            if key not in ('run', 'dataset', 'seed')}
-    rows.append(dict(mean, run='mean', dataset=rows[0]['dataset'], seed=''))
+    means = mean_rows(rows)
+    rows += means
     if rows[0]['dataset'] == 'cad-snli':
-        rows.append(dict({key: '' for key in rows[0]}, run='paper (BERT)',
-                         dataset='cad-snli', **paper_numbers.DETECTION))
+        rows.append(dict({key: '' for key in rows[0]}, run='paper (BERT)', dataset='cad-snli',
+                         method=PAPER_RULE, **paper_numbers.DETECTION))
     header = ('# Mislabeled-example detection (Rajani et al. 2020): 10% of training labels '
-              'flipped\n\nCandidates: nearest training example (k=1) of each dev example whose '
-              'model prediction disagrees with its label.\n{}\n'.format(cli.provenance()))
+              'flipped\n\nkNN rule: the nearest training example (k=1) of each dev example '
+              'whose model prediction disagrees with its label. cleanlab: confident learning '
+              '(cleanlab.filter.find_label_issues) on out-of-sample probabilities from the '
+              'model\'s training representations, by a leave-self-out kNN vote (k={}, as '
+              'Datalab) or a {}-fold cross-validated logistic regression (see '
+              'deepknn/rajani/label_issues.py).\n{}\n'.format(
+                  label_issues.DATALAB_K, label_issues.CV_FOLDS, cli.provenance()))
     write_table(args.out, rows, list(rows[0]), header)
+    rule_recall = next(row['recall'] for row in means if row['method'] == PAPER_RULE)
+    rankings = ranking_rows(curves, rule_recall)
+    write_table(args.out + '_rankings', rankings, list(rankings[0]), header)
     knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
-                             'Flipped-label recall, {} ({} seeds)'.format(rows[0]['dataset'],
-                                                                         len(points)))
+                             'Flipped-label recall, {} ({} seeds)'.format(
+                                 rows[0]['dataset'], len(args.model_setup)))
     print(markdown_table(rows, list(rows[0])))
+    print(markdown_table(rankings, list(rankings[0])))
 
 
 # ---------------------------------------------------------------- flags

@@ -66,6 +66,7 @@ LAYERS = {
     'deepknn.faithfulness': '3c',
     'deepknn.faithfulness_runs': '3c',
     'deepknn.feng.input_reduction': '3c',
+    'deepknn.rajani.label_issues': '3c',
     'deepknn.rajani.knn_influence': '3c',
     'deepknn.feng.entropy_regularization': '3d',
     'deepknn.feng.measures': '3d',

@@ -11,6 +11,7 @@ import numpy as np
 
 from deepknn import dknn
 from deepknn.rajani import knn_representations as knn
+from deepknn.rajani import label_issues
 from deepknn import calibration
 from nlp_utils import UserError
 
@@ -102,11 +103,14 @@ def self_vote_ranking(classifier, train_vectors, losses, k=16):
 FRACTIONS = np.round(np.linspace(0, 1, 101), 2)
 
 
-def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16):
+def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
     """Detection of the training labels flipped by --label-noise, on the dev split.
 
-    Returns the paper's candidate set with precision/recall/F1, and recall curves over
-    FRACTIONS for the training-loss baseline and for self_vote_ranking."""
+    Returns {'flipped': (F,) indices, 'n_train', 'methods': {name: detection_scores plus
+    'fraction_inspected'} for the paper's rule and cleanlab's flagged sets,
+    'curves': {ranking name: recall over FRACTIONS}} for the training-loss baseline,
+    self_vote_ranking and cleanlab's label-quality rankings. `seed`: the
+    cross-validation folds of cleanlab's probe."""
     flipped = np.asarray(setup.splits.flipped_indices, dtype=np.int64)
     if len(flipped) == 0:
         raise UserError('{} was trained without flipped labels; re-train with '
@@ -119,16 +123,27 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16):
     classifier = knn.KnnClassifier(train_vectors[layer], train_labels, setup.config.n_class)
     dev_activations, dev_proba = knn.split_outputs(setup, setup.dev, batchsize)
     nearest = classifier.neighbors(dev_activations[layer], 1)
-    candidates = candidate_mislabeled(dev_proba.argmax(axis=1), nearest)
+    flagged = {'kNN rule (paper)': candidate_mislabeled(dev_proba.argmax(axis=1), nearest)}
     losses = training_losses(calibration.softmax(train_vectors[-1]), classifier.labels)
     rankings = {'training loss': loss_ranking(losses),
                 'kNN self-vote': self_vote_ranking(classifier, train_vectors[layer], losses,
                                                    k_self)}
-    return {'candidates': candidates, 'flipped': flipped,
-            'scores': detection_scores(candidates, flipped),
-            'fraction_inspected': len(candidates) / classifier.n_train,
+    for name, (issues, ranking) in label_issues.cleanlab_methods(
+            classifier, train_vectors[layer], seed).items():
+        flagged[name], rankings[name] = issues, ranking
+    return {'flipped': flipped, 'n_train': classifier.n_train,
+            'methods': {name: dict(detection_scores(indices, flipped),
+                                   fraction_inspected=len(indices) / classifier.n_train)
+                        for name, indices in flagged.items()},
             'curves': {name: recall_at_fractions(ranking, flipped, FRACTIONS)
                        for name, ranking in rankings.items()}}
+
+
+def fraction_to_match(curve, recall):
+    """The smallest fraction of FRACTIONS at which a recall curve reaches `recall`
+    (the paper: the loss ranking needs ~65% of the data to match the kNN rule)."""
+    reached = np.flatnonzero(np.asarray(curve) >= recall - 1e-12)
+    return float(FRACTIONS[reached[0]]) if len(reached) else None
 
 
 # ---------------------------------------------------------------- a spurious association

@@ -73,22 +73,25 @@ def write_explanations(path_stem, records, title):
 def recall_figure(path, fractions, curves, points, title):
     """The paper's Figure 4: recall of the flipped labels vs fraction of the training
     set inspected. curves: {ranking name: [(F,) recall per seed]} drawn as the seed
-    mean with the seed range shaded; points: [(fraction, recall)] of the kNN rule."""
-    figure, axes = plt.subplots(figsize=(5.5, 4.5))
+    mean with the seed range shaded; points: {flagging method: [(fraction, recall) per
+    seed]} for methods that flag a set instead of ranking (the kNN rule, cleanlab)."""
+    figure, axes = plt.subplots(figsize=(6, 6.5))
     for name, per_seed in curves.items():
         per_seed = np.asarray(per_seed)
         line, = axes.plot(fractions, per_seed.mean(axis=0), label='{} ranking (mean of {} seeds)'
                           .format(name, len(per_seed)))
         axes.fill_between(fractions, per_seed.min(axis=0), per_seed.max(axis=0),
                           color=line.get_color(), alpha=0.2)
-    xs, ys = zip(*points)
-    axes.scatter(xs, ys, color='black', marker='*', s=90, zorder=3,
-                 label='kNN rule, k=1 on dev (one point per seed)')
+    for (name, per_seed), marker in zip(points.items(), '*^sDv'):
+        xs, ys = zip(*per_seed)
+        axes.scatter(xs, ys, color='black', marker=marker, s=70, zorder=3,
+                     label='{}: flagged set (one point per seed)'.format(name))
     axes.plot([0, 1], [0, 1], linestyle=':', color='gray', label='random ranking')
     axes.set_xlim(0, 1)
     axes.set_ylim(0, 1.02)
     axes.set_xlabel('fraction of the training set inspected')
     axes.set_ylabel('recall of the flipped labels')
     axes.set_title(title)
-    axes.legend(loc='lower right', fontsize='small')
+    # below the axes: inside, it would cover the curves' steep start
+    axes.legend(loc='upper center', bbox_to_anchor=(0.5, -0.12), fontsize='small')
     plots.save_figure(figure, path)

@@ -1,0 +1,177 @@
+"""Known answers for the kNN backoff and the mislabeled-example detection commands.
+
+A stand-in model returns hand-made activations (a 2-d representation and the logits)
+for examples whose token ids are [row]; the training activations reach the experiments
+through dknn.train_activations, replaced here. The constructions fix what the commands
+must report: the flipped set the rule finds, the tau the tuning must choose, and the
+accuracies on test.
+"""
+import csv
+import types
+
+import numpy as np
+import pytest
+
+from deepknn import dknn
+from deepknn.rajani import knn_influence
+from deepknn.rajani import knn_representations as knn
+from deepknn.rajani import label_issues
+import run_knn_representations as cli
+
+CENTERS = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+
+
+class TableModel:
+    """layer_activations of examples [([row], label)]: rows of fixed per-layer tables."""
+
+    def __init__(self, layers):
+        self.layers = layers          # [(R, D_l)]: representation, logits
+
+    def layer_activations(self, xs, batchsize=64, progress=None):
+        rows = [x[0] for x in xs]
+        return [layer[rows] for layer in self.layers]
+
+
+def logits_for(predicted, confidence, n_class):
+    """(M, C) logits whose softmax puts `confidence` on `predicted`, the rest evenly."""
+    proba = np.full((len(predicted), n_class), 0.0)
+    proba[:] = ((1 - np.asarray(confidence)) / (n_class - 1))[:, None]
+    proba[np.arange(len(predicted)), predicted] = confidence
+    return np.log(proba)
+
+
+def make_setup(tmp_path, monkeypatch, vectors, labels, predicted, confidence, parts, flipped=(),
+               n_class=3):
+    """A setup whose rows are split into parts = {'train': rows, 'dev': rows, 'test': rows};
+    labels (R,) are the (possibly flipped) labels, predicted / confidence the model's."""
+    layers = [np.asarray(vectors, dtype=np.float32),
+              logits_for(predicted, confidence, n_class).astype(np.float32)]
+    examples = {name: [([row], int(labels[row])) for row in rows] for name, rows in parts.items()}
+    train_rows = list(parts['train'])
+    monkeypatch.setattr(dknn, 'train_activations', lambda setup, labels_kind='gold', *a, **k: (
+        [layer[train_rows] for layer in layers], np.asarray(labels)[train_rows].astype(np.int64)))
+    splits = types.SimpleNamespace(train=examples['train'], dev=examples['dev'],
+                                   test=examples['test'], calib=[], flipped_indices=tuple(flipped))
+    config = types.SimpleNamespace(n_class=n_class, model='cnn', dataset='constructed',
+                                   train_file=None, label_noise_seed=1)
+    return types.SimpleNamespace(result_dir=str(tmp_path), config=config, splits=splits,
+                                 train=examples['train'], dev=examples['dev'],
+                                 test=examples['test'], model=TableModel(layers))
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+# ---------------------------------------------------------------- detection
+FLIPPED = [0, 1, 20, 21, 40, 41]
+
+
+@pytest.fixture
+def noisy_setup(tmp_path, monkeypatch):
+    """60 training examples, 20 per class in three tight clusters; FLIPPED carry the next
+    class's label. The model predicts each cluster's class. Dev examples sit on training
+    examples 0, 1, 20, 21, 40 (flipped: the rule finds them), 5 and 25 (clean: it does
+    not) and 45 (clean, but the model predicts class 0 there: a false candidate).
+    Flipped example 41 is nobody's nearest neighbour: missed."""
+    rng = np.random.RandomState(0)
+    true = np.repeat([0, 1, 2], 20)
+    train = CENTERS[true] + rng.normal(0, 0.3, (60, 2))
+    labels = true.copy()
+    labels[FLIPPED] = (true[FLIPPED] + 1) % 3
+    on = [0, 1, 20, 21, 40, 5, 25, 45]
+    vectors = np.concatenate([train, train[on]])
+    all_labels = np.concatenate([labels, true[on]])
+    predicted = np.concatenate([true, true[on]])
+    predicted[-1] = 0                                     # wrong on the dev copy of 45
+    parts = {'train': range(60), 'dev': range(60, 68), 'test': range(60, 68)}
+    return make_setup(tmp_path, monkeypatch, vectors, all_labels, predicted,
+                      np.full(68, 0.9), parts, FLIPPED)
+
+
+def test_detection_finds_the_constructed_flipped_set(noisy_setup):
+    result = knn_influence.mislabeled_experiment(noisy_setup, seed=0)
+    rule = result['methods']['kNN rule (paper)']
+    assert (rule['n_candidates'], rule['n_hits']) == (6, 5)           # 0,1,20,21,40 + 45
+    assert rule['precision'] == rule['recall'] == pytest.approx(5 / 6)
+    assert rule['fraction_inspected'] == pytest.approx(0.1)
+    # The model's loss is highest on exactly the six flipped labels.
+    loss = result['curves']['training loss']
+    assert loss[knn_influence.FRACTIONS.tolist().index(0.1)] == 1.0
+    assert knn_influence.fraction_to_match(loss, 5 / 6) == 0.08       # round(0.08*60) = 5
+    for name in ('cleanlab, kNN from features', 'cleanlab, cross-validated probe'):
+        assert result['methods'][name]['precision'] == result['methods'][name]['recall'] == 1.0
+        assert result['curves'][name][knn_influence.FRACTIONS.tolist().index(0.1)] == 1.0
+
+
+def test_detect_command_reports_the_known_scores(noisy_setup, tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, 'load', lambda args, path: noisy_setup)
+    stem = str(tmp_path / 'detect')
+    cli.main(['detect', '--model-setup', 'a', 'b', '--out', stem])
+    rows = read_csv(stem + '.csv')
+    rule = [r for r in rows if r['method'] == 'kNN rule (paper)']
+    assert [r['precision'] for r in rule] == ['0.833'] * 3 and rule[2]['run'] == 'mean of 2 seeds'
+    assert rule[2]['seed'] == 'F1 0.833-0.833'
+    assert rule[0]['training_loss_recall_same_fraction'] == '1.0'
+    rankings = {r['ranking']: r for r in read_csv(stem + '_rankings.csv')}
+    assert rankings['training loss']['fraction_to_match_the_rule'] == '0.08'
+    assert rankings['training loss (paper, BERT)']['fraction_to_match_the_rule'] == '0.65'
+
+
+def test_cleanlab_inputs_are_out_of_sample():
+    # Datalab's kNN probabilities leave the example itself out: two points per class,
+    # k = 1, so each example's vote is its twin's label.
+    vectors = np.array([[0.0], [0.1], [5.0], [5.1]])
+    classifier = knn.KnnClassifier(vectors, [0, 1, 1, 1], n_class=2)
+    proba = label_issues.knn_vote_proba(classifier, vectors, k=1)
+    assert proba.tolist() == [[0, 1], [1, 0], [0, 1], [0, 1]]
+    labels = np.repeat([0, 1], 10)
+    separable = np.concatenate([np.linspace(0, 1, 10), np.linspace(9, 10, 10)])[:, None]
+    cv = label_issues.cross_validated_proba(knn.KnnClassifier(separable, labels, 2), separable)
+    assert cv.shape == (20, 2) and (cv.argmax(axis=1) == labels).all()
+
+
+# ---------------------------------------------------------------- backoff
+@pytest.fixture
+def backoff_setup(tmp_path, monkeypatch):
+    """Two clusters of 20 training examples. Dev: 10 examples the model gets right at
+    confidence 0.9 and 10 it gets wrong at 0.505-0.595; every dev example sits in its
+    class's cluster, so the kNN is right on all. Backing off at tau = 0.60 (the first
+    grid value above every wrong confidence; ties go to the smallest tau, k and T) is
+    perfect on dev. Test: 10
+    right at 0.9, 5 wrong at 0.55 (backed off: fixed) and 5 wrong at 0.65 (kept)."""
+    rng = np.random.RandomState(1)
+    train_true = np.repeat([0, 1], 20)
+    eval_true = np.tile([0, 1], 20)                        # 20 dev, then 20 test
+    vectors = np.concatenate([CENTERS[train_true], CENTERS[eval_true]]) + \
+        rng.normal(0, 0.3, (80, 2))
+    right = np.tile([True] * 10 + [False] * 10, 2)
+    predicted = np.concatenate([train_true, np.where(right, eval_true, 1 - eval_true)])
+    confidence = np.concatenate([np.full(40, 0.9), np.full(10, 0.9), np.linspace(0.505, 0.595, 10),
+                                 np.full(10, 0.9), np.full(5, 0.55), np.full(5, 0.65)])
+    parts = {'train': range(40), 'dev': range(40, 60), 'test': range(60, 80)}
+    return make_setup(tmp_path, monkeypatch, vectors, np.concatenate([train_true, eval_true]),
+                      predicted, confidence, parts, n_class=2)
+
+
+def test_backoff_tunes_the_known_tau_and_scores_test(backoff_setup):
+    result = knn.backoff_experiment(backoff_setup)
+    chosen = result['confidence']
+    assert (chosen['k'], chosen['temperature'], chosen['threshold']) == (1, 0.1, 0.6)
+    assert (chosen['dev_accuracy'], chosen['dev_model_accuracy']) == (1.0, 0.5)
+    assert (chosen['model_accuracy'], chosen['backoff_accuracy'], chosen['knn_accuracy']) == \
+        (0.5, 0.75, 1.0)
+    assert (chosen['n_below'], chosen['model_accuracy_below'],
+            chosen['backoff_accuracy_below']) == (5, 0.0, 1.0)
+    assert result['credibility'] is None                   # no calibration split
+
+
+def test_backoff_command_writes_the_known_row(backoff_setup, tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, 'load', lambda args, path: backoff_setup)
+    stem = str(tmp_path / 'backoff')
+    cli.main(['backoff', '--model-setup', 'a', '--table', stem])
+    row = read_csv(stem + '.csv')[0]
+    assert (row['tau'], row['model'], row['knn_backoff'], row['knn_alone']) == \
+        ('0.6', '50.0', '75.0', '100.0')
+    assert read_csv(stem + '_table5.csv')[0]['CNN'] == '0.6'
