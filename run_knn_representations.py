@@ -9,7 +9,10 @@ backoff: tune k, T and tau on dev, report test accuracy of the model alone and w
 backoff (and with DkNN credibility as the switch); explain: the nearest training
 examples of some examples as JSON and HTML; retrieved: the training examples retrieved
 most often over a split; detect: mislabeled-example detection on runs trained with
---label-noise, with the paper's Figure 4.
+--label-noise, with the paper's Figure 4, beside cleanlab; contrast: two runs (original vs
+augmented split) on the negation slice, and the neighbours of the examples one of them
+gets right (Tables 1-2); candidates: a sample of the rule's candidate mislabeled examples
+(Table 3).
 """
 import argparse
 import contextlib
@@ -266,6 +269,87 @@ def detect(args):
     print(markdown_table(rankings, list(rankings[0])))
 
 
+# ---------------------------------------------------------------- contrast / candidates
+def explained(setup, examples, positions, args):
+    """Explanation records of examples[positions] under one run (its model, its kNN over
+    its own training split)."""
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    chosen = [examples[p] for p in positions]
+    activations, proba = knn.split_outputs(setup, setup.encode(chosen), args.batchsize, None)
+    neighbors, vote = knn_influence.explanations(classifier, activations[args.layer], args.k,
+                                                 args.temperature)
+    return knn_report.explanation_records(chosen, range(len(chosen)), proba, neighbors, vote,
+                                          setup.splits.train, setup.label_names, setup.vocab)
+
+
+def contrast(args):
+    """Two runs on the first run's split: accuracy on the negation slice, and the
+    nearest training examples of the examples exactly one of them gets right."""
+    cli.check_new_outputs([args.out + suffix for suffix in ('.md', '.html')], args.overwrite)
+    runs = [load(args, path) for path in args.model_setup]
+    if runs[0].label_names != runs[1].label_names or not runs[0].config.pair:
+        raise UserError('--model-setup: contrast needs two pair (NLI) runs with the same labels')
+    knn.check_temperature(args.temperature)
+    examples = split_examples(runs[0], args.split)[:args.limit]
+    names = [os.path.basename(run.result_dir) for run in runs]
+    predictions = [knn.split_outputs(run, run.encode(examples), args.batchsize,
+                                     'forward pass: ' + name)[1].argmax(axis=1)
+                   for run, name in zip(runs, names)]
+    rows = []
+    for run, name, predicted in zip(runs, names, predictions):
+        slices = knn_influence.negation_slices(examples, predicted, run.label_names)
+        rows.append(dict({'run': name, 'trained on': dataset_name(run.config),
+                          'n_train': len(run.splits.train)},
+                         **{'{} (n={})'.format(key, n): percent(accuracy)
+                            for key, (accuracy, n) in slices.items()}))
+    header = ('# Two models on {} {} (Rajani et al. 2020, section 5): accuracy (%)\n\n'
+              'A hypothesis is negated when it holds \'not\' or "n\'t". The paper (BERT): '
+              'accuracy on entailment examples with a negation drops by {} points when trained '
+              'on the augmented split.\n{}\n'.format(
+                  dataset_name(runs[0].config), args.split, paper_numbers.NEGATION_ENTAILMENT_DROP,
+                  cli.provenance()))
+    gold = knn.labels_of(examples)
+    positions = np.concatenate([chosen[:args.show] for chosen in
+                                knn_influence.contrasting(gold, *predictions)]).tolist()
+    records = [explained(run, examples, positions, args) for run in runs]
+    for per_run in records:
+        for record, position in zip(per_run, positions):
+            record['example'] = int(position)
+    title = ('Nearest training examples (k={}) of {} {} examples one model gets right: first '
+             'those {} gets right, then those {} gets right'.format(
+                 args.k, dataset_name(runs[0].config), args.split, *names))
+    page = knn_report.contrast_html(records, names, title)
+    write_table(args.out, rows, list(rows[0]), header)
+    nlp_utils.atomic_write_text(args.out + '.html', page)
+    print(markdown_table(rows, list(rows[0])))
+    print('wrote {0}.md, {0}.csv and {0}.html'.format(args.out))
+
+
+def candidates(args):
+    """The paper's Table 3: a random sample of the rule's candidate mislabeled training
+    examples of a run (no flipped labels needed)."""
+    cli.check_new_outputs([args.out + '.md'], args.overwrite)
+    setup = load(args, args.model_setup)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    activations, proba = knn.split_outputs(setup, setup.dev, args.batchsize)
+    found = knn_influence.candidate_mislabeled(proba.argmax(axis=1),
+                                               classifier.neighbors(activations[args.layer], 1))
+    sample = np.sort(np.random.RandomState(args.seed).choice(
+        found, min(args.sample, len(found)), replace=False))
+    rows = [{'train_index': int(i), 'label': setup.label_names[setup.splits.train[i][1]],
+             'text': saliency_report.example_text(setup.splits.train[i][0], setup.vocab)}
+            for i in sample]
+    header = ('# Candidate mislabeled training examples (Rajani et al. 2020, Table 3): {}\n\n'
+              '{} of the {} candidates ({:.1%} of {} training examples), drawn with seed {}: '
+              'the nearest training example of a dev example whose model prediction differs '
+              'from its label. Model: {}. {}\n'.format(
+                  dataset_name(setup.config), len(rows), len(found),
+                  len(found) / classifier.n_train, classifier.n_train, args.seed,
+                  model_setup.run_description(setup), cli.provenance()))
+    write_table(args.out, rows, ['train_index', 'label', 'text'], header)
+    print(markdown_table(rows, ['train_index', 'label', 'text']))
+
+
 # ---------------------------------------------------------------- flags
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
@@ -309,6 +393,28 @@ def parse_args(argv=None):
     sub.add_argument('--out', default='results/knn_mislabeled', help='path without suffix')
     cli.add_overwrite(sub)
     sub.set_defaults(run=detect)
+    sub = commands.add_parser('contrast', parents=[common], help=contrast.__doc__)
+    cli.add_model_setup(sub, 2, 'two pair runs: e.g. trained on the original and on the '
+                        'augmented split; examples come from the first one\'s split')
+    sub.add_argument('--split', choices=('dev', 'test'), default='dev',
+                     help='the first run\'s split to evaluate both models on')
+    sub.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+                     help='only the first N examples of the split')
+    sub.add_argument('--show', type=nlp_utils.positive_int, default=10,
+                     help='examples shown per direction on the HTML page')
+    cli.add_k(sub, 4, 'neighbours shown (the paper\'s Tables 1-2 show 4)')
+    sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
+    sub.add_argument('--out', required=True, help='output path without .md/.csv/.html')
+    cli.add_overwrite(sub)
+    sub.set_defaults(run=contrast)
+    sub = commands.add_parser('candidates', parents=[common], help=candidates.__doc__)
+    cli.add_model_setup(sub)
+    sub.add_argument('--sample', type=nlp_utils.positive_int, default=20,
+                     help='how many candidates to list')
+    sub.add_argument('--seed', type=nlp_utils.seed, default=0, help='seed of the sample')
+    sub.add_argument('--out', required=True, help='output path without .md/.csv')
+    cli.add_overwrite(sub)
+    sub.set_defaults(run=candidates)
     sub = commands.add_parser('negation', help=negation.__doc__)
     sub.add_argument('--datasets', nargs='+', default=['cad-snli', 'cad-snli-augmented'],
                      help='pair datasets whose training splits are counted')

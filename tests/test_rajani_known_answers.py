@@ -22,7 +22,7 @@ CENTERS = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
 
 
 class TableModel:
-    """layer_activations of examples [([row], label)]: rows of fixed per-layer tables."""
+    """layer_activations of encoded examples ([row], label): rows of fixed per-layer tables."""
 
     def __init__(self, layers):
         self.layers = layers          # [(R, D_l)]: representation, logits
@@ -41,22 +41,35 @@ def logits_for(predicted, confidence, n_class):
 
 
 def make_setup(tmp_path, monkeypatch, vectors, labels, predicted, confidence, parts, flipped=(),
-               n_class=3):
+               n_class=3, tokens=None):
     """A setup whose rows are split into parts = {'train': rows, 'dev': rows, 'test': rows};
-    labels (R,) are the (possibly flipped) labels, predicted / confidence the model's."""
+    labels (R,) are the (possibly flipped) labels, predicted / confidence the model's.
+    tokens: token-level inputs per row (default: one word per row); encode maps them
+    back to [row]."""
     layers = [np.asarray(vectors, dtype=np.float32),
               logits_for(predicted, confidence, n_class).astype(np.float32)]
-    examples = {name: [([row], int(labels[row])) for row in rows] for name, rows in parts.items()}
+    tokens = tokens or [['w{}'.format(row)] for row in range(len(labels))]
+    examples = {name: [(tokens[row], int(labels[row])) for row in rows]
+                for name, rows in parts.items()}
+    rows_of = {repr(t): row for row, t in enumerate(tokens)}
+    words = [w for t in tokens for part in (t if isinstance(t, tuple) else (t,)) for w in part]
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
     train_rows = list(parts['train'])
-    monkeypatch.setattr(dknn, 'train_activations', lambda setup, labels_kind='gold', *a, **k: (
-        [layer[train_rows] for layer in layers], np.asarray(labels)[train_rows].astype(np.int64)))
+    monkeypatch.setattr(dknn, 'train_activations', lambda setup, *a, **k: setup.train_outputs)
     splits = types.SimpleNamespace(train=examples['train'], dev=examples['dev'],
                                    test=examples['test'], calib=[], flipped_indices=tuple(flipped))
     config = types.SimpleNamespace(n_class=n_class, model='cnn', dataset='constructed',
-                                   train_file=None, label_noise_seed=1)
-    return types.SimpleNamespace(result_dir=str(tmp_path), config=config, splits=splits,
-                                 train=examples['train'], dev=examples['dev'],
-                                 test=examples['test'], model=TableModel(layers))
+                                   train_file=None, label_noise_seed=1, pair=isinstance(tokens[0], tuple),
+                                   model_path='model.npz')
+    (tmp_path / 'model.npz').write_bytes(b'constructed')     # for the tables' provenance
+    encoded = {name: [([row], int(labels[row])) for row in rows] for name, rows in parts.items()}
+    return types.SimpleNamespace(
+        result_dir=str(tmp_path), config=config, splits=splits, train=encoded['train'],
+        dev=encoded['dev'], test=encoded['test'], model=TableModel(layers),
+        label_names=['entailment', 'neutral', 'contradiction'][:n_class], vocab=vocab,
+        encode=lambda chosen: [([rows_of[repr(t)]], y) for t, y in chosen],
+        train_outputs=([layer[train_rows] for layer in layers],
+                       np.asarray(labels)[train_rows].astype(np.int64)))
 
 
 def read_csv(path):
@@ -175,3 +188,63 @@ def test_backoff_command_writes_the_known_row(backoff_setup, tmp_path, monkeypat
     assert (row['tau'], row['model'], row['knn_backoff'], row['knn_alone']) == \
         ('0.6', '50.0', '75.0', '100.0')
     assert read_csv(stem + '_table5.csv')[0]['CNN'] == '0.6'
+
+
+# ---------------------------------------------------------------- contrast / candidates
+HYPOTHESES = ['he is not asleep', "he isn't here", 'he sleeps', 'nobody is not', 'a dog runs',
+              'it is notable']
+DEV_GOLD = [0, 0, 0, 2, 1, 0]
+
+
+def pair_runs(tmp_path, monkeypatch):
+    """Two runs sharing 6 dev pairs (negated hypotheses: rows 0, 1 and 3; 'notable' is
+    not a negation). First run right on 0, 2, 3, 4, 5; second run right on 1, 2, 4."""
+    premise = ['a', 'man', 'sits']
+    tokens = [(premise, ['train', str(i)]) for i in range(6)] + \
+        [(premise, h.split()) for h in HYPOTHESES]
+    train_labels = [0, 1, 2, 0, 1, 2]
+    vectors = np.concatenate([CENTERS[train_labels], CENTERS[DEV_GOLD]])
+    parts = {'train': range(6), 'dev': range(6, 12), 'test': range(6, 12)}
+    runs = []
+    for name, dev_predicted in (('original', [0, 2, 0, 2, 1, 0]), ('augmented', [2, 0, 0, 0, 1, 1])):
+        folder = tmp_path / name
+        folder.mkdir()
+        runs.append(make_setup(folder, monkeypatch, vectors, train_labels + DEV_GOLD,
+                               train_labels + dev_predicted, np.full(12, 0.8), parts,
+                               tokens=tokens))
+    return runs
+
+
+def test_negation_slices_and_contrasting_examples():
+    examples = [(('p', h.split()), y) for h, y in zip(HYPOTHESES, DEV_GOLD)]
+    slices = knn_influence.negation_slices(examples, [0, 2, 0, 2, 1, 0],
+                                           ['entailment', 'neutral', 'contradiction'])
+    assert slices == {'all': (5 / 6, 6), 'negated hypothesis': (2 / 3, 3),
+                      'entailment, negated hypothesis': (0.5, 2)}
+    first_only, second_only = knn_influence.contrasting(DEV_GOLD, [0, 2, 0, 2, 1, 0],
+                                                        [2, 0, 0, 0, 1, 1])
+    assert (first_only.tolist(), second_only.tolist()) == ([0, 3, 5], [1])
+
+
+def test_contrast_command_tables_the_slices_and_shows_both_directions(tmp_path, monkeypatch):
+    runs = pair_runs(tmp_path, monkeypatch)
+    monkeypatch.setattr(cli, 'load', lambda args, path: runs[int(path)])
+    stem = str(tmp_path / 'contrast')
+    cli.main(['contrast', '--model-setup', '0', '1', '--show', '2', '--k', '2', '--out', stem])
+    rows = read_csv(stem + '.csv')
+    assert [r['entailment, negated hypothesis (n=2)'] for r in rows] == ['50.0', '50.0']
+    assert [r['all (n=6)'] for r in rows] == ['83.3', '50.0']
+    assert [r['negated hypothesis (n=3)'] for r in rows] == ['66.7', '33.3']
+    page = open(stem + '.html').read()
+    # Examples 0 and 3 (first run right), then 1 (second right), each under both runs.
+    assert page.count('<section>') == 3 and page.count('<h3>') == 6
+    assert page.index('Example 0') < page.index('Example 3') < page.index('Example 1')
+    assert 'he isn&#x27;t here' in page                      # escaped
+
+
+def test_candidates_command_lists_the_rules_candidates(noisy_setup, tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, 'load', lambda args, path: noisy_setup)
+    stem = str(tmp_path / 'candidates')
+    cli.main(['candidates', '--model-setup', 'a', '--sample', '10', '--out', stem])
+    assert [int(r['train_index']) for r in read_csv(stem + '.csv')] == [0, 1, 20, 21, 40, 45]
+    assert '6 of the 6 candidates (10.0% of 60 training examples)' in open(stem + '.md').read()

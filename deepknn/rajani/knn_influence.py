@@ -155,10 +155,37 @@ def negation_association(examples, label_names, label='contradiction'):
     """Rajani et al.'s 'not' pattern (section 5): of the pair examples [((premise,
     hypothesis), label id)] whose hypothesis holds a negation ('not', "n't"), how many,
     and what share carries `label`. -> {'n', 'n_negated', 'share_negated', 'share_label'}."""
-    negated = [y for (_, hypothesis), y in examples
-               if NEGATION.search(' '.join(hypothesis).lower())]
+    labels = np.array([y for _, y in examples], dtype=np.int64)[negated(examples)]
     target = label_names.index(label)
-    return {'n': len(examples), 'n_negated': len(negated),
-            'share_negated': len(negated) / len(examples) if examples else float('nan'),
-            'share_label': (sum(y == target for y in negated) / len(negated)
-                            if negated else float('nan'))}
+    return {'n': len(examples), 'n_negated': len(labels),
+            'share_negated': len(labels) / len(examples) if examples else float('nan'),
+            'share_label': float((labels == target).mean()) if len(labels) else float('nan')}
+
+
+def negated(examples):
+    """(M,) bool: which pair examples [((premise, hypothesis), label)] hold a negation in
+    the hypothesis."""
+    return np.array([bool(NEGATION.search(' '.join(hypothesis).lower()))
+                     for (_, hypothesis), _ in examples], dtype=bool)
+
+
+def negation_slices(examples, predictions, label_names, label='entailment'):
+    """The paper's data slice (section 5): accuracy on the `label` examples whose
+    hypothesis holds a negation, beside all negated examples and the whole split.
+    predictions (M,) ids for the M examples. -> {slice: (accuracy or None, count)}."""
+    gold = np.array([y for _, y in examples], dtype=np.int64)
+    correct = np.asarray(predictions) == gold
+    with_negation = negated(examples)
+    slices = {'all': np.ones(len(gold), dtype=bool), 'negated hypothesis': with_negation,
+              '{}, negated hypothesis'.format(label): with_negation & (gold == label_names.index(label))}
+    return {name: (float(correct[rows].mean()) if rows.any() else None, int(rows.sum()))
+            for name, rows in slices.items()}
+
+
+def contrasting(gold, first, second):
+    """Indices where exactly one of two models is right: (first right and second wrong,
+    first wrong and second right), each in split order. All arguments (M,) label ids."""
+    gold = np.asarray(gold)
+    first_right, second_right = np.asarray(first) == gold, np.asarray(second) == gold
+    return (np.flatnonzero(first_right & ~second_right),
+            np.flatnonzero(~first_right & second_right))

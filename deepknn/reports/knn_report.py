@@ -37,7 +37,8 @@ def explanation_records(examples, positions, model_proba, neighbors, knn_proba, 
     return records
 
 
-def _record_html(record):
+def _prediction_html(record):
+    """The model's and the kNN's predictions and the nearest training examples."""
     vote = ', '.join('{} {:.3f}'.format(saliency_report.isolated(name), p)
                      for name, p in record['knn_vote'].items())
     rows = ''.join('<tr><td>{}</td><td>{}</td><td class="prediction">{}</td>'
@@ -46,23 +47,42 @@ def _record_html(record):
                        saliency_report.isolated(item['label']),
                        item['sq_distance'])
                    for n, item in enumerate(record['neighbors']))
-    return ('<section><div>Example {} — gold: <b>{}</b></div><div>{}</div>'
-            '<table><tr><td class="method">model</td><td class="prediction">{} ({:.3f})</td></tr>'
+    return ('<table><tr><td class="method">model</td><td class="prediction">{} ({:.3f})</td></tr>'
             '<tr><td class="method">kNN vote</td><td class="prediction">{} ({})</td></tr></table>'
             '<div class="neighbors">Nearest training examples (label, squared distance):'
-            '<table>{}</table></div></section>').format(
-                record['example'], saliency_report.isolated(record['gold']),
-                saliency_report.isolated(record['text']),
+            '<table>{}</table></div>').format(
                 saliency_report.isolated(record['model_prediction']), record['model_probability'],
                 saliency_report.isolated(record['knn_prediction']), vote, rows)
 
 
-def explanation_html(records, title):
+def _example_html(record, body):
+    return '<section><div>Example {} — gold: <b>{}</b></div><div>{}</div>{}</section>'.format(
+        record['example'], saliency_report.isolated(record['gold']),
+        saliency_report.isolated(record['text']), body)
+
+
+def _page(title, body):
     """A self-contained HTML page in the style of the saliency maps."""
-    body = '\n'.join(_record_html(record) for record in records)
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
             '<style>{style}</style></head>\n<body><h1>{title}</h1>\n{body}\n</body></html>\n'
             ).format(title=html.escape(title), style=saliency_report.HTML_STYLE, body=body)
+
+
+def explanation_html(records, title):
+    """One section per explained example."""
+    return _page(title, '\n'.join(_example_html(record, _prediction_html(record))
+                                   for record in records))
+
+
+def contrast_html(records, run_names, title):
+    """records: per run, the explanation records of the same examples; one section per
+    example with each run's predictions and neighbours (the paper's Tables 1 and 2)."""
+    sections = []
+    for same in zip(*records):
+        body = ''.join('<h3>{}</h3>{}'.format(saliency_report.isolated(name), _prediction_html(r))
+                       for name, r in zip(run_names, same))
+        sections.append(_example_html(same[0], body))
+    return _page(title, '\n'.join(sections))
 
 
 def write_explanations(path_stem, records, title):
