@@ -19,7 +19,6 @@ from deepknn import leave_one_out
 from deepknn import saliency
 from deepknn.reports import saliency_report
 from deepknn import saliency_scores
-from deepknn import calibration
 from nlp_utils import UserError
 
 
@@ -55,22 +54,14 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def page_settings(args, setup, methods):
-    """What a reader of the page needs to know about how it was made."""
-    uses_dknn = args.neighbors or saliency.needs_dknn(methods)
-    return {'model': '{} {}'.format(setup.config.dataset, setup.config.model),
-            'k': args.k if uses_dknn else None, 'backend': args.backend if uses_dknn else None,
-            'temperature': ('{:.3f}'.format(calibration.load_temperature(setup.result_dir))
-                            if saliency.needs_temperature(methods) else None)}
-
-
 def main(argv=None):
     args = parse_args(argv)
     nlp_utils.check_output_path(args.output, '--output')
     nlp_utils.check_output_path(args.png, '--png')
     methods = saliency.parse_methods(args.methods, '--methods')
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
-    settings = page_settings(args, setup, methods)   # a missing temperature.json fails here
+    settings = saliency_report.page_settings(setup, methods, args.k, args.backend,
+                                             args.neighbors)   # a missing temperature.json fails here
     split, examples = setup.evaluation_examples(args.split, args.eval_file, args.skip_bad_lines)
     examples = examples[:args.limit]
     if not examples:
@@ -85,18 +76,12 @@ def main(argv=None):
         neighbors = saliency.nearest_training_examples(
             setup.model, dknn, setup.splits.train, examples, args.neighbors, setup.vocab,
             args.batchsize)
-    views = saliency_report.build_views(results, setup.vocab, setup.label_names, neighbors,
-                                        args.normalization)
     output = args.output or os.path.join(setup.result_dir,
                                          'interpretations_{}.html'.format(split))
     title = '{} {}: {} examples'.format(setup.config.dataset, setup.config.model, split)
-    importances = os.path.splitext(output)[0] + '.csv'
-    rows = saliency_report.importance_rows(results, setup.vocab, setup.label_names,
-                                           args.normalization)
-    writes = [saliency_report.html_write(views, output, title, settings),
-              saliency_report.importances_write(rows, importances)]
-    if args.png:
-        writes.append(saliency_report.png_write(views, args.png, title))
+    writes = saliency_report.map_writes(
+        results, setup, {'html': output, 'csv': os.path.splitext(output)[0] + '.csv',
+                         'png': args.png}, title, settings, args.normalization, neighbors)
     nlp_utils.atomic_write_files(writes)   # all renamed together, or none
     print('wrote {}'.format(', '.join(path for path, _, _ in writes)))
 

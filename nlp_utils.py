@@ -323,6 +323,15 @@ def to_ids(tokens, vocab):
     return np.asarray(ids, dtype=np.int32)
 
 
+def fold_case(tokens, vocab):
+    """Tokens (or a (premise, hypothesis) pair) with each word the vocabulary lacks
+    replaced by its lower case where the vocabulary has that (lower-cased training data
+    meets a user's 'This movie ...')."""
+    if isinstance(tokens, tuple):
+        return tuple(fold_case(part, vocab) for part in tokens)
+    return [t if t in vocab or t.lower() not in vocab else t.lower() for t in tokens]
+
+
 def example_to_ids(tokens, vocab):
     """Like to_ids, but also takes a (premise, hypothesis) pair of token lists."""
     if isinstance(tokens, tuple):

@@ -336,3 +336,17 @@ def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=Fal
     if not records:
         raise UserError('--eval-file {} has no usable examples'.format(path))
     return _with_label_ids(records, label_names)
+
+
+def read_new_inputs(path, name, pair, char_based=False, train_file=None):
+    """A user's unlabelled sentences (one per line; premise TAB hypothesis for pairs) for
+    a model of dataset `name`, tokenized as its training data was: raw-text formats with
+    the same regex, already tokenized ones Penn Treebank-like (text_readers).
+    -> [(line number, tokens)]."""
+    if not os.path.isfile(path):
+        raise UserError('--input {} is not a file; pass a text file with one sentence per '
+                        'line'.format(path))
+    trained_on = text_readers.file_format(train_file) if name == 'custom' else \
+        _spec_of(name)['format']
+    return text_readers.read_new_inputs(path, pair, char_based,
+                                        raw_style=trained_on != 'labeled_lines')

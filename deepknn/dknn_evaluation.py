@@ -14,7 +14,8 @@ from nlp_utils import UserError
 
 
 def evaluate(setup, dknn, examples, batchsize=64):
-    """Softmax and DkNN predictions for (ids, label) examples, batch by batch."""
+    """Softmax and DkNN predictions for (ids, label) examples, batch by batch (labels
+    None for unlabelled inputs: the result then has no 'label')."""
     inputs = [x for x, _ in examples]
 
     def batches():
@@ -46,7 +47,8 @@ def _evaluation(dknn, batches, labels):
             results.append(result)
             bar.update(len(layers[0]))
     merged = {key: np.concatenate([r[key] for r in results]) for key in results[0]}
-    merged['label'] = np.asarray(labels, dtype=np.int64)
+    if all(label is not None for label in labels):     # new sentences have none
+        merged['label'] = np.asarray(labels, dtype=np.int64)
     return merged
 
 

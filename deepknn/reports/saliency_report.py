@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402 (must follow the backend choice)
 import numpy as np  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 
+from deepknn import calibration  # noqa: E402
 from deepknn import saliency  # noqa: E402
 from deepknn.reports import plots  # noqa: E402
 from nlp_utils import ptb_text  # noqa: E402
@@ -250,6 +251,30 @@ def html_write(views, path, title='Interpretations', settings=None):
     nlp_utils.atomic_write_files (a page, its PNG and its CSV are renamed together)."""
     page = html_page(views, title, settings)
     return path, lambda f: f.write(page), 'w'
+
+
+def page_settings(setup, methods, k, backend, neighbors=0):
+    """What a reader of the page needs to know about how it was made: the model, the
+    DkNN's k and backend where one is used, the temperature where one is read."""
+    uses_dknn = neighbors or saliency.needs_dknn(methods)
+    return {'model': '{} {}'.format(setup.config.dataset, setup.config.model),
+            'k': k if uses_dknn else None, 'backend': backend if uses_dknn else None,
+            'temperature': ('{:.3f}'.format(calibration.load_temperature(setup.result_dir))
+                            if saliency.needs_temperature(methods) else None)}
+
+
+def map_writes(results, setup, paths, title, settings, normalization=DEFAULT_NORMALIZATION,
+               neighbors=None):
+    """(path, write, mode) of the maps of interpret_all's `results`: paths = {'html':
+    page, 'csv': raw importances, 'png': optional figure (None for none)}, to be renamed
+    together with nlp_utils.atomic_write_files."""
+    views = build_views(results, setup.vocab, setup.label_names, neighbors, normalization)
+    rows = importance_rows(results, setup.vocab, setup.label_names, normalization)
+    writes = [html_write(views, paths['html'], title, settings),
+              importances_write(rows, paths['csv'])]
+    if paths.get('png'):
+        writes.append(png_write(views, paths['png'], title))
+    return writes
 
 
 # ---------------------------------------------------------------- PNG
