@@ -92,7 +92,10 @@ def atomic_write_files(writes):
         for path, write, mode in writes:
             folder = os.path.dirname(os.path.abspath(path))
             os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix=os.path.basename(path))
+            # The writer's pid in the name: what a killed writer left can be told apart
+            # from a live one's (result_folder.sweep_dead_temporaries).
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-{}-'.format(os.getpid()),
+                                       suffix=os.path.basename(path))
             temporaries.append(tmp)
             # mkstemp makes the file 0600; give it the mode a plain open() would.
             os.chmod(tmp, 0o666 & ~current_umask())
@@ -133,7 +136,22 @@ def savez_write(path, arrays):
     for name, array in arrays.items():
         if np.asarray(array).dtype == object:
             raise ValueError('refusing to save object array {!r} (would need pickle)'.format(name))
-    return path, lambda f: np.savez(f, **arrays), 'wb'
+    return path, lambda f: _write_npz(f, arrays), 'wb'
+
+
+def _write_npz(f, arrays):
+    """What np.savez writes (one .npy member per array, uncompressed), except that a
+    failed write (a full disk) raises once: np.savez leaves its ZipFile open, and its
+    finaliser later fails again on the closed file with a second traceback."""
+    archive = zipfile.ZipFile(f, mode='w', compression=zipfile.ZIP_STORED, allowZip64=True)
+    try:
+        for name, array in arrays.items():
+            with archive.open(name + '.npy', 'w', force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+    except BaseException:
+        archive.fp = None     # nothing more to write into a failing file, now or at exit
+        raise
+    archive.close()
 
 
 def json_write(path, obj):

@@ -22,7 +22,7 @@ from deepknn.reports import reduction_report
 from deepknn import result_folder
 from deepknn import leave_one_out
 from nlp_utils import UserError
-from deepknn.reports.tables import write_table
+from deepknn.reports.tables import table_writes
 
 
 
@@ -84,19 +84,22 @@ def reduce_split(setup, importances, examples, dknn, args):
     return results
 
 
-def write_outputs(setup, results, out, split):
+def output_writes(setup, results, out, split):
+    """(path, write, mode) of each importance's records (JSON lines), page and figures."""
     run = os.path.basename(setup.result_dir)
+    writes = []
     for importance, (reductions, view, _) in results.items():
         rows = reduction_report.records(reductions, view, setup.label_names, setup.vocab)
         stem = os.path.join(out, 'reduction_{}_{}_{}'.format(run, split, importance))
+        name = '{} {} split, {} importance'.format(run, split, importance)
+        page = reduction_report.html_page(rows, reductions, setup.vocab, 'Input reduction: ' + name)
         # Beside the page and figures of the same call, so a call with other settings
         # (--limit, --out) never replaces another's records.
-        reduction_report.write_jsonl(stem + '.jsonl', rows)
-        name = '{} {} split, {} importance'.format(run, split, importance)
-        nlp_utils.atomic_write_text(stem + '.html', reduction_report.html_page(
-            rows, reductions, setup.vocab, 'Input reduction: ' + name))
-        reduction_report.length_histogram(stem + '_lengths.png', reductions, name)
-        reduction_report.confidence_density(stem + '_confidence.png', view, name)
+        writes += [reduction_report.jsonl_write(stem + '.jsonl', rows),
+                   (stem + '.html', lambda f, page=page: f.write(page), 'w'),
+                   reduction_report.length_histogram(stem + '_lengths.png', reductions, name),
+                   reduction_report.confidence_density(stem + '_confidence.png', view, name)]
+    return writes
 
 
 def table_rows(setup, results, run):
@@ -143,7 +146,6 @@ def main(argv=None):
                                             batchsize=args.batchsize)
     results = reduce_split(setup, importances, examples, dknn, args)
     run = os.path.basename(setup.result_dir)
-    write_outputs(setup, results, args.out, args.split)
     rows = table_rows(setup, results, run)
     columns = list(rows[0])
     header = ('# Input reduction (Feng et al. 2018), {} split of {}\n\nMean lengths in words; '
@@ -152,7 +154,10 @@ def main(argv=None):
                   args.split, run, args.k, args.backend, args.beam,
                   model_setup.run_description(setup), cli.provenance()))
     stem = table_stem(args, run)
-    write_table(stem, rows, columns, header)
+    # The table, pages, records and figures are renamed together: an interrupted run
+    # leaves the previous set whole.
+    nlp_utils.atomic_write_files(output_writes(setup, results, args.out, args.split) +
+                                 table_writes(stem, rows, columns, header))
     print('wrote {}.md/.csv, its HTML pages and figures'.format(stem))
 
 

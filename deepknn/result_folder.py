@@ -64,6 +64,8 @@ def lock(folder, purpose):
             os.getpid(), socket.gethostname(), purpose,
             datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')))
         handle.flush()
+        if os.path.isdir(folder):
+            sweep_dead_temporaries(folder)
         try:
             yield
         finally:
@@ -99,6 +101,37 @@ def _acquire(path, folder):
         except FileNotFoundError:
             pass
         handle.close()   # the holder released and removed it between our open and flock
+
+
+_TEMPORARY = re.compile(r'^\.tmp-(\d+)-')
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # another user's process
+        return True
+    return True
+
+
+def sweep_dead_temporaries(folder):
+    """Remove the temporary files of nlp_utils.atomic_write_files (.tmp-PID-...) in
+    `folder` whose writer is no longer running: what a kill -9 in the middle of a write
+    (an activation cache, a report) left. Called by `lock` once the lock is held.
+    Returns the number removed."""
+    removed = 0
+    for name in os.listdir(folder):
+        match = _TEMPORARY.match(name)
+        path = os.path.join(folder, name)
+        if match and os.path.isfile(path) and not _alive(int(match.group(1))):
+            os.remove(path)
+            removed += 1
+    if removed:
+        print('removed {} temporary file(s) left by a killed run in {}'.format(removed, folder),
+              file=sys.stderr)
+    return removed
 
 
 def sweep_stale(folder):

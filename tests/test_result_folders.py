@@ -257,3 +257,66 @@ def test_a_folder_given_twice_is_named_so_not_in_use_by_another(tmp_path):
         with pytest.raises(UserError, match='this very command: is the same folder given twice'):
             with result_folder.lock(folder, 'second use'):
                 pass
+
+
+# ---------------------------------------------------------------- kill -9
+KILLED_WRITER = '''
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import nlp_utils
+from deepknn import result_folder
+
+def write(f):
+    f.write(b'half an activation cache')
+    f.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+with result_folder.lock({folder!r}, 'caching activations'):
+    nlp_utils.atomic_write_files([({folder!r} + '/dknn_cache.npz', write, 'wb')])
+'''
+
+
+def test_a_kill_9_in_a_write_leaves_nothing_the_next_command_keeps(tmp_path):
+    folder = tmp_path / 'run'
+    folder.mkdir()
+    killed = subprocess.Popen([os.sys.executable, '-c',
+                               KILLED_WRITER.format(root=ROOT, folder=str(folder))])
+    assert killed.wait() == -9
+    left, = os.listdir(str(folder))                  # the killed writer's temporary file
+    assert left.startswith('.tmp-{}-'.format(killed.pid)) and (tmp_path / '.run.lock').exists()
+    live = folder / '.tmp-{}-report.html'.format(os.getpid())   # a running writer's: kept
+    live.write_text('being written')
+    with result_folder.lock(str(folder), 'the next command'):   # the stale lock file is free
+        assert os.listdir(str(folder)) == [live.name]
+    assert not (tmp_path / '.run.lock').exists()
+
+
+def test_run_dknn_after_a_killed_run_cleans_up_and_works(finished, tmp_path, capsys):
+    import run_dknn
+    out = copy_run(finished, tmp_path)
+    dead = subprocess.Popen(['true'])                # a pid that no longer runs
+    dead.wait()
+    (out / '.tmp-{}-dknn_cache.npz'.format(dead.pid)).write_bytes(b'half written')
+    (tmp_path / '.run.lock').write_text('pid {} (killed)\n'.format(dead.pid))
+    status, err = cli(run_dknn.main, ['--model-setup', str(out), '--k', '3'], capsys)
+    assert status == 0 and any('removed 1 temporary file(s) left by a killed run' in line
+                               for line in err)
+    assert not [name for name in os.listdir(str(out)) if name.startswith('.tmp-')]
+    assert (out / 'dknn_test_faiss.json').exists() and not (tmp_path / '.run.lock').exists()
+
+
+def test_a_full_disk_gives_one_line_and_keeps_no_half_cache(finished, tmp_path):
+    """RLIMIT_FSIZE makes writes past 4 KiB fail with EFBIG, as a full disk does."""
+    import resource
+    out = copy_run(finished, tmp_path)
+    for name in os.listdir(str(out)):
+        if name.startswith('dknn_'):
+            os.remove(str(out / name))
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    done = subprocess.run([os.sys.executable, os.path.join(ROOT, 'run_dknn.py'), '--model-setup',
+                           str(out), '--k', '3'], preexec_fn=limit, capture_output=True, text=True)
+    errors = [line for line in done.stderr.replace('\r', '\n').splitlines()
+              if line.strip() and '%|' not in line]
+    assert done.returncode == 2 and errors == [
+        'error: cannot use a file (File too large); check the path and the disk']
+    assert not [name for name in os.listdir(str(out)) if name.startswith(('.tmp-', 'dknn_'))]

@@ -7,6 +7,11 @@ import numpy as np  # noqa: E402
 import nlp_utils  # noqa: E402
 
 
+# A legend right of the axes: inside, it would cover bars or curves (the figures are
+# saved with bbox_inches='tight', so it stays in the picture).
+LEGEND_OUTSIDE = {'loc': 'upper left', 'bbox_to_anchor': (1.02, 1.0), 'borderaxespad': 0.0}
+
+
 def figure_write(figure, path, dpi=120):
     """(path, write, mode) that saves `figure` as a PNG and closes it, for
     nlp_utils.atomic_write_files (so a figure and its data are renamed together)."""
@@ -50,5 +55,5 @@ def reliability_figure(curves, title):
     axes.set_xlabel('confidence')
     axes.set_ylabel('accuracy')
     axes.set_title(title)
-    axes.legend(loc='upper left', fontsize='small')
+    axes.legend(fontsize='small', **LEGEND_OUTSIDE)
     return figure

@@ -36,13 +36,15 @@ def records(reductions, view, label_names, vocab):
     return rows
 
 
-def write_jsonl(path, rows):
-    nlp_utils.atomic_write_text(path, ''.join(json.dumps(row, sort_keys=True) + '\n'
-                                              for row in rows))
+def jsonl_write(path, rows):
+    """(path, write, mode) of the records as JSON lines, for nlp_utils.atomic_write_files."""
+    text = ''.join(json.dumps(row, sort_keys=True) + '\n' for row in rows)
+    return path, lambda f: f.write(text), 'w'
 
 
 def length_histogram(path, reductions, title):
-    """Figure 3: how many inputs have each length, before and after reduction."""
+    """Figure 3: how many inputs have each length, before and after reduction; (path,
+    write, mode) of the PNG for nlp_utils.atomic_write_files."""
     before = [len(r.original) for r in reductions]
     after = [len(r.reduced) for r in reductions]
     bins = np.arange(0.5, max(before) + 1.5)
@@ -52,13 +54,14 @@ def length_histogram(path, reductions, title):
     axes.set_xlabel('input length (words)')
     axes.set_ylabel('inputs')
     axes.set_title(title)
-    axes.legend()
-    plots.save_figure(figure, path)
+    axes.legend(**plots.LEGEND_OUTSIDE)
+    return plots.figure_write(figure, path)
 
 
 def confidence_density(path, view, title):
     """Figure 4: density of the softmax confidence (and DkNN credibility) before and
-    after reduction, as normalised step histograms over [0, 1]."""
+    after reduction, as normalised step histograms over [0, 1]; (path, write, mode) of
+    the PNG for nlp_utils.atomic_write_files."""
     figure, axes = plt.subplots(figsize=(6, 3.5))
     bins = np.linspace(0, 1, 21)
     for key, colour in (('confidence', 'tab:blue'), ('credibility', 'tab:green')):
@@ -73,8 +76,8 @@ def confidence_density(path, view, title):
     axes.set_xlabel('confidence / credibility')
     axes.set_ylabel('density')
     axes.set_title(title)
-    axes.legend(fontsize='small')
-    plots.save_figure(figure, path)
+    axes.legend(fontsize='small', **plots.LEGEND_OUTSIDE)
+    return plots.figure_write(figure, path)
 
 
 REPORT_STYLE = saliency_report.HTML_STYLE + """

@@ -20,9 +20,15 @@ def csv_text(rows, columns):
     return buffer.getvalue()
 
 
-def write_table(path_stem, rows, columns, header):
-    """PATH_STEM.md (header, then the Markdown table) and PATH_STEM.csv, renamed into
-    place together."""
+def table_writes(path_stem, rows, columns, header):
+    """(path, write, mode) of PATH_STEM.md (header, then the Markdown table) and
+    PATH_STEM.csv, for nlp_utils.atomic_write_files (renamed with a command's other
+    outputs, or none of them)."""
     texts = {'.md': header + '\n' + markdown_table(rows, columns), '.csv': csv_text(rows, columns)}
-    nlp_utils.atomic_write_files([(path_stem + suffix, lambda f, text=text: f.write(text), 'w')
-                                  for suffix, text in texts.items()])
+    return [(path_stem + suffix, lambda f, text=text: f.write(text), 'w')
+            for suffix, text in texts.items()]
+
+
+def write_table(path_stem, rows, columns, header):
+    """PATH_STEM.md and PATH_STEM.csv (table_writes), renamed into place together."""
+    nlp_utils.atomic_write_files(table_writes(path_stem, rows, columns, header))
