@@ -96,13 +96,32 @@ minilm-results: venv
 	      --limit 200 || exit 1; done
 
 # Rajani et al. 2020 on the fine-tuned MiniLM, as the paper ran it: the 1,666 cad-snli pairs,
-# validated on SNLI dev (9,842) and tested on SNLI test (9,824), no calibration split.
+# validated on SNLI dev (9,842) and tested on SNLI test (9,824), no calibration split; the
+# augmented split (8,330 pairs, its own dev/test); three runs with 10% of the original
+# split's labels flipped. About 50 minutes of CPU per original-split run and 90 for the
+# augmented one on 2 cores; every run is resumable.
 CAD_SNLI_PAPER := --n-calib 0 --dev-file $(DKNN_DATA_DIR)/snli_1.0/snli_1.0_dev.jsonl \
 	--test-file $(DKNN_DATA_DIR)/snli_1.0/snli_1.0_test.jsonl
+NOISE_SEEDS := 1 2 3
+NOISE_RUNS := $(foreach s,$(NOISE_SEEDS),results/cad-snli-snlieval_minilm_noise_s$(s)/args.json)
+KNN := $(PY) run_knn_representations.py
 rajani-results: venv
 	RUN=cad-snli-snlieval_minilm scripts/train_and_dknn.sh cad-snli minilm $(CAD_SNLI_PAPER) \
 	    --epoch 4 --lr 5e-5
-	$(PY) run_knn_representations.py backoff --overwrite \
+	RUN=cad-snli-augmented_minilm scripts/train_and_dknn.sh cad-snli-augmented minilm \
+	    --n-calib 0 --epoch 3 --lr 5e-5
+	for s in $(NOISE_SEEDS); do RUN=cad-snli-snlieval_minilm_noise_s$$s scripts/train_and_dknn.sh \
+	    cad-snli minilm $(CAD_SNLI_PAPER) --epoch 4 --lr 5e-5 --label-noise 0.1 \
+	    --label-noise-seed $$s || exit 1; done
+	$(KNN) backoff --overwrite \
 	    --model-setup results/cad-snli-snlieval_minilm/args.json --table results/knn_backoff_minilm
-	$(PY) run_knn_representations.py retrieved --model-setup results/cad-snli-snlieval_minilm/args.json \
+	$(KNN) backoff --overwrite --model-setup results/cad-snli-augmented_minilm/args.json \
+	    --table results/knn_backoff_augmented_minilm
+	$(KNN) retrieved --model-setup results/cad-snli-snlieval_minilm/args.json \
 	    --split test --k 16 --out results/knn_retrieved_cad-snli-snlieval_minilm_test
+	$(KNN) detect --overwrite --model-setup $(NOISE_RUNS) \
+	    --out results/knn_mislabeled_cad-snli-snlieval_minilm
+	$(KNN) contrast --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
+	    results/cad-snli-augmented_minilm/args.json --out results/knn_contrast_minilm
+	$(KNN) candidates --overwrite --model-setup results/cad-snli-augmented_minilm/args.json \
+	    --out results/knn_candidates_cad-snli-augmented_minilm

@@ -6,9 +6,11 @@
     the model alone and one KD-tree query per layer per variant;
 (b) ours: saliency.interpret_all, the variants of many sentences in one model
     batch and one batched query per layer, with exact faiss (--backend) or KD-tree.
-Prints sentences/second, the speed-up, and the largest difference in importance.
+Each side is timed --repeats times, back to back; prints the median and range of
+sentences/second and of the speed-up, and the largest difference in importance.
 """
 import os
+import statistics
 import sys
 import time
 
@@ -16,6 +18,7 @@ import numpy as np
 import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from deepknn import cli  # noqa: E402
 from deepknn import saliency  # noqa: E402
 from deepknn import model_setup  # noqa: E402
 from deepknn import knn_index  # noqa: E402
@@ -37,6 +40,19 @@ def conformity_one_by_one(setup, dknn, tokens):
         for i in range(len(tokens))])
 
 
+def timed(function):
+    """(result, wall seconds) of function()."""
+    start = time.perf_counter()
+    result = function()
+    return result, time.perf_counter() - start
+
+
+def cells(values, form):
+    """'median (min-max)' of repeated values."""
+    return '{} ({}-{})'.format(form.format(statistics.median(values)), form.format(min(values)),
+                               form.format(max(values)))
+
+
 def main():
     parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model-setup', required=True, help='results/RUN/args.json')
@@ -45,37 +61,49 @@ def main():
     parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
     parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
                         help='search backend of (b)')
+    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
+                        help='timings of each side (median and min-max are reported)')
     parser.add_argument('--out', default='results/bench_interpretations.md', help='Markdown table')
+    cli.add_overwrite(parser)
     args = parser.parse_args()
+    cli.check_new_outputs([args.out], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     if setup.model.pair:
         raise nlp_utils.UserError('this benchmark takes a single-sentence model')
     dknn = dknn_lib.dknn_from_setup(setup, 'kdtree', args.k)
     batched_dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k)
     examples = setup.splits.test[:args.limit]
+    load = os.getloadavg()[0]
 
-    start = time.perf_counter()
-    original = [conformity_one_by_one(setup, dknn, tokens)
-                for tokens, _ in tqdm.tqdm(examples, desc='(a) one by one', unit='sentence')]
-    original_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    batched = saliency.interpret_all(setup, ['conformity'], examples,
-                                           batched_dknn)['conformity']
-    batched_seconds = time.perf_counter() - start
-
-    difference = max(np.nanmax(np.abs(a - b.scores)) if len(a) > 1 else 0.0
-                     for a, b in zip(original, batched))
-    rows = len(examples) + sum(len(tokens) for tokens, _ in examples)
-    table = ('Conformity leave-one-out on {} {} ({} test sentences, {} model rows, k={}, '
-             'kdtree for (a), {} for (b)); command: python {}\n\n'
+    one_seconds, batched_seconds = [], []
+    for repeat in range(args.repeats):   # both sides back to back: a burst of load hits both
+        original, seconds = timed(lambda: [
+            conformity_one_by_one(setup, dknn, tokens) for tokens, _ in tqdm.tqdm(
+                examples, desc='(a) one by one, repeat {}'.format(repeat + 1), unit='sentence')])
+        one_seconds.append(seconds)
+        batched, seconds = timed(lambda: saliency.interpret_all(
+            setup, ['conformity'], examples, batched_dknn)['conformity'])
+        batched_seconds.append(seconds)
+    speedups = [a / b for a, b in zip(one_seconds, batched_seconds)]
+    differences = [np.nanmax(np.abs(a - b.scores)) if len(a) > 1 else 0.0
+                   for a, b in zip(original, batched)]
+    n = len(examples)
+    rows = n + sum(len(tokens) for tokens, _ in examples)
+    table = ('# Conformity leave-one-out: one by one (the original) vs batched\n\n{}\n\n'
+             'Model: {}. {} test sentences, {} model rows, k={}, kdtree for (a), {} for (b); '
+             '{} repeats of each side, back to back: median (min-max). {} CPUs, load average '
+             '{:.1f} at the start.\n\n'
              '| method | seconds | sentences/s | speed-up |\n| --- | --- | --- | --- |\n'
-             '| (a) one by one (original) | {:.1f} | {:.2f} | 1.0x |\n'
-             '| (b) batched (ours) | {:.1f} | {:.2f} | {:.1f}x |\n\n'
-             'Largest absolute difference in importance between (a) and (b): {:.2g}\n').format(
-        setup.config.dataset, setup.config.model, len(examples), rows, args.k,
-        args.backend, ' '.join(sys.argv), original_seconds, len(examples) / original_seconds,
-        batched_seconds, len(examples) / batched_seconds, original_seconds / batched_seconds,
-        difference)
+             '| (a) one by one (original) | {} | {} | 1.0x |\n'
+             '| (b) batched (ours) | {} | {} | {} |\n\n'
+             'Importances of (a) and (b): largest absolute difference {:.2g}, in {} of {} '
+             'sentences (exact ties among the k-th neighbours may be broken differently by '
+             'the KD-tree and by {}); the rest are identical.\n').format(
+        cli.provenance(), model_setup.run_description(setup), n, rows, args.k, args.backend,
+        args.repeats, os.cpu_count(), load, cells(one_seconds, '{:.1f}'),
+        cells([n / t for t in one_seconds], '{:.2f}'), cells(batched_seconds, '{:.1f}'),
+        cells([n / t for t in batched_seconds], '{:.2f}'), cells(speedups, '{:.1f}x'),
+        max(differences), sum(d > 1e-9 for d in differences), n, args.backend)
     print(table)
     nlp_utils.atomic_write_text(args.out, table)
 
