@@ -125,3 +125,5 @@ rajani-results: venv
 	    results/cad-snli-augmented_minilm/args.json --out results/knn_contrast_minilm
 	$(KNN) candidates --overwrite --model-setup results/cad-snli-augmented_minilm/args.json \
 	    --out results/knn_candidates_cad-snli-augmented_minilm
+	$(PY) reduce_inputs.py --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
+	    --split dev --limit 30 --importance gradient,confidence --no-dknn
