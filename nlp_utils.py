@@ -111,6 +111,11 @@ def atomic_write_files(writes):
         raise
 
 
+def count(n, noun):
+    """'1 seed', '3 seeds': a count with its noun in the right number."""
+    return '{} {}{}'.format(n, noun, '' if n == 1 else 's')
+
+
 def current_umask():
     """The process's umask (os.umask can only be read by setting it)."""
     mask = os.umask(0)

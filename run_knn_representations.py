@@ -209,7 +209,7 @@ def mean_rows(rows):
         mean = {key: round(float(np.mean([row[key] for row in mine])), 3) for key in mine[0]
                 if key not in ('run', 'dataset', 'seed', 'method')}
         f1 = [row['f1'] for row in mine]
-        means.append(dict(mean, run='mean of {} seed{}'.format(len(mine), 's' * (len(mine) > 1)), method=method,
+        means.append(dict(mean, run='mean of ' + nlp_utils.count(len(mine), 'seed'), method=method,
                           dataset=mine[0]['dataset'],
                           seed='F1 {:.3f}-{:.3f}'.format(min(f1), max(f1))))
     return means
@@ -263,8 +263,9 @@ def detect(args):
     rankings = ranking_rows(curves, rule_recall)
     write_table(args.out + '_rankings', rankings, list(rankings[0]), header)
     knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
-                             'Flipped-label recall, {} ({} seeds)'.format(
-                                 rows[0]['dataset'], len(args.model_setup)))
+                             'Flipped-label recall, {} ({})'.format(
+                                 rows[0]['dataset'], nlp_utils.count(len(args.model_setup),
+                                                                     'seed')))
     print(markdown_table(rows, list(rows[0])))
     print(markdown_table(rankings, list(rankings[0])))
 

@@ -98,8 +98,8 @@ def recall_figure(path, fractions, curves, points, title):
     figure, axes = plt.subplots(figsize=(6, 6.5))
     for name, per_seed in curves.items():
         per_seed = np.asarray(per_seed)
-        line, = axes.plot(fractions, per_seed.mean(axis=0), label='{} ranking (mean of {} seeds)'
-                          .format(name, len(per_seed)))
+        line, = axes.plot(fractions, per_seed.mean(axis=0), label='{} ranking (mean of {})'
+                          .format(name, nlp_utils.count(len(per_seed), 'seed')))
         axes.fill_between(fractions, per_seed.min(axis=0), per_seed.max(axis=0),
                           color=line.get_color(), alpha=0.2)
     for (name, per_seed), marker in zip(points.items(), '*^sDv'):
