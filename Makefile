@@ -117,7 +117,7 @@ rajani-results: venv
 	    --model-setup results/cad-snli-snlieval_minilm/args.json --table results/knn_backoff_minilm
 	$(KNN) backoff --overwrite --model-setup results/cad-snli-augmented_minilm/args.json \
 	    --table results/knn_backoff_augmented_minilm
-	$(KNN) retrieved --model-setup results/cad-snli-snlieval_minilm/args.json \
+	$(KNN) retrieved --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
 	    --split test --k 16 --out results/knn_retrieved_cad-snli-snlieval_minilm_test
 	$(KNN) detect --overwrite --model-setup $(NOISE_RUNS) \
 	    --out results/knn_mislabeled_cad-snli-snlieval_minilm

@@ -146,6 +146,8 @@ def explain(args):
         raise UserError('--examples must be indices into the {} {} examples'.format(
             len(examples), args.split))
     knn.check_temperature(args.temperature)
+    out = args.out or os.path.join(setup.result_dir, 'knn_explanations_{}'.format(args.split))
+    cli.check_new_outputs([out + '.json', out + '.html'], args.overwrite)
     classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
     activations, proba = knn.split_outputs(setup, setup.encode([examples[p] for p in positions]),
                                            args.batchsize)
@@ -153,7 +155,6 @@ def explain(args):
                                                  args.temperature)
     records = knn_report.explanation_records(examples, positions, proba, neighbors, vote,
                                              setup.splits.train, setup.label_names, setup.vocab)
-    out = args.out or os.path.join(setup.result_dir, 'knn_explanations_{}'.format(args.split))
     knn_report.write_explanations(out, records, 'Nearest training examples: {} {} (k={})'.format(
         dataset_name(setup.config), args.split, args.k))
     print('wrote {0}.json and {0}.html'.format(out))
@@ -161,6 +162,8 @@ def explain(args):
 
 def retrieved(args):
     setup = load(args, args.model_setup)
+    out = args.out or os.path.join(setup.result_dir, 'knn_retrieved_{}'.format(args.split))
+    cli.check_new_outputs([out + '.md', out + '.csv'], args.overwrite)
     classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
     if args.split == 'train':
         train_vectors = dknn.train_activations(setup, 'gold', args.batchsize)[0][args.layer]
@@ -175,7 +178,6 @@ def retrieved(args):
              'text': saliency_report.example_text(setup.splits.train[i][0],
                                                              setup.vocab)}
             for rank, i in enumerate(knn_influence.most_retrieved(counts, args.top))]
-    out = args.out or os.path.join(setup.result_dir, 'knn_retrieved_{}'.format(args.split))
     header = ('# Training examples retrieved most often: {} {} split, k={}\n\nModel: {}. '
               '{}\n'.format(dataset_name(setup.config), args.split, args.k,
                             model_setup.run_description(setup), cli.provenance()))
@@ -378,6 +380,7 @@ def parse_args(argv=None):
     cli.add_k(sub, cli.RAJANI_K, 'neighbours')
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
     sub.add_argument('--out', default=None, help='output path without .json/.html')
+    cli.add_overwrite(sub)
     sub.set_defaults(run=explain)
     sub = commands.add_parser('retrieved', parents=[common],
                               help='most retrieved training examples')
@@ -388,6 +391,7 @@ def parse_args(argv=None):
     sub.add_argument('--top', type=nlp_utils.positive_int, default=20,
                      help='how many training examples to list')
     sub.add_argument('--out', default=None, help='output path without .md/.csv')
+    cli.add_overwrite(sub)
     sub.set_defaults(run=retrieved)
     sub = commands.add_parser('detect', parents=[common], help='mislabeled examples, Figure 4')
     cli.add_model_setup(sub, '+', 'runs trained with --label-noise (one per seed)')

@@ -17,6 +17,7 @@ import numpy as np
 import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from deepknn import cli  # noqa: E402
 from deepknn import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
 from deepknn import dknn as dknn_lib  # noqa: E402
@@ -53,7 +54,9 @@ def main():
     parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
                         help='first N test examples only')
     parser.add_argument('--out', default='results/bench_dknn_throughput.md', help='Markdown table')
+    cli.add_overwrite(parser)
     args = parser.parse_args()
+    cli.check_new_outputs([args.out], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     inputs = [x for x, _ in setup.test[:args.limit]]
     dknns = {backend: dknn_lib.dknn_from_setup(setup, backend, args.k)

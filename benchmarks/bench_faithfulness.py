@@ -45,7 +45,9 @@ def main(argv=None):
     parser.add_argument('--curves', action=argparse.BooleanOptionalAction,
                         default=True, help='deletion and insertion curves')
     parser.add_argument('--out', default=None, help='also write the table to this file')
+    cli.add_overwrite(parser)
     args = parser.parse_args(argv)
+    cli.check_new_outputs([args.out] if args.out else [], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:

@@ -15,6 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from deepknn import cli  # noqa: E402
 from deepknn.feng import input_reduction  # noqa: E402
 from deepknn import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
@@ -37,7 +38,9 @@ def main():
     parser.add_argument('--beam', type=nlp_utils.positive_int, default=5, help='maximum beam')
     parser.add_argument('--out', default='results/bench_input_reduction.md',
                         help='Markdown table')
+    cli.add_overwrite(parser)
     args = parser.parse_args()
+    cli.check_new_outputs([args.out], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     test = setup.splits.test
     subset = test[:args.baseline_limit]

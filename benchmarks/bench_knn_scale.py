@@ -35,6 +35,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from deepknn import cli  # noqa: E402
 
 from deepknn.knn_index import make_index  # noqa: E402
 import nlp_utils  # noqa: E402
@@ -207,7 +208,9 @@ def main():
                         help='seed of the synthetic data')
     parser.add_argument('--out', default='results/knn_scale.md',
                         help='Markdown table; the CSV goes beside it with .csv')
+    cli.add_overwrite(parser)
     args = parser.parse_args()
+    cli.check_new_outputs([args.out, os.path.splitext(args.out)[0] + '.csv'], args.overwrite)
     unknown = [b for b in args.backends if b not in BENCH_BACKENDS]
     if unknown:
         raise UserError('unknown backend(s) {}; choose from {}'.format(

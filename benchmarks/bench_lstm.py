@@ -22,6 +22,7 @@ import numpy as np
 import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from deepknn import cli  # noqa: E402
 import nets  # noqa: E402
 import nlp_utils  # noqa: E402
 import text_datasets  # noqa: E402
@@ -71,7 +72,9 @@ def main():
     parser.add_argument('--seed', type=nlp_utils.non_negative_int, default=0,
                         help='seed of the weights and the batches')
     parser.add_argument('--out', default='results/bench_lstm.md', help='Markdown table')
+    cli.add_overwrite(parser)
     args = parser.parse_args()
+    cli.check_new_outputs([args.out], args.overwrite)
     batches, n_vocab, epoch_batches, n_train = sst_batches(
         args.data_dir, args.batchsize, args.batches, args.seed)
     np.random.seed(args.seed)

@@ -112,6 +112,7 @@ def parse_args(argv=None):
     cli.add_k(parser, cli.RAJANI_K, 'neighbours retrieved per training example (the paper: 16)')
     parser.add_argument('--layer', type=int, default=-2,
                         help='activation layer (-2: the last hidden layer)')
+    cli.add_overwrite(parser)
     args = parser.parse_args(argv)
     if any(not 0 < f < 1 for f in args.fractions):
         raise nlp_utils.UserError('--fractions must be in (0, 1), got {}'.format(args.fractions))
@@ -120,6 +121,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    cli.check_new_outputs([args.table + '.md'], args.overwrite, '--table')
     template = model_setup.read_config(args.template)
     os.makedirs(args.runs, exist_ok=True)
     per_seed = {seed: run_seed(args, template, seed) for seed in args.seeds}

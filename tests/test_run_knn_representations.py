@@ -121,3 +121,34 @@ def test_detect_scores_against_the_flipped_set(runs):
     assert os.path.getsize(stem + '.png') > 1000 and os.path.exists(stem + '_rankings.md')
     with pytest.raises(UserError, match='label.noise'):
         cli.main(['detect', '--model-setup', runs[1], '--out', stem, '--overwrite'])
+
+
+def test_retrieved_and_explain_replace_an_existing_table_only_when_asked(runs):
+    folder, plain, _ = runs
+    stem = str(folder / 'committed')
+    open(stem + '.md', 'w').write('committed numbers\n')
+    with pytest.raises(UserError, match='committed.md exists; pass --overwrite'):
+        cli.main(['retrieved', '--model-setup', plain, '--k', '3', '--out', stem])
+    assert open(stem + '.md').read() == 'committed numbers\n'
+    cli.main(['retrieved', '--model-setup', plain, '--k', '3', '--out', stem, '--overwrite'])
+    assert open(stem + '.md').read().startswith('# Training examples retrieved most often')
+    open(stem + '.html', 'w').write('mine')
+    with pytest.raises(UserError, match='committed.html exists; pass --overwrite'):
+        cli.main(['explain', '--model-setup', plain, '--out', stem])
+
+
+@pytest.mark.parametrize('script, flags', [
+    ('bench_dknn_throughput.py', ['--model-setup', 'unused']),
+    ('bench_input_reduction.py', ['--model-setup', 'unused']),
+    ('bench_knn_scale.py', []), ('bench_lstm.py', [])])
+def test_benchmarks_keep_an_existing_table(tmp_path, script, flags):
+    import subprocess
+    import sys
+    table = tmp_path / 'table.md'
+    table.write_text('committed numbers\n')
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, os.path.join(root, 'benchmarks', script)] + flags +
+                          ['--out', str(table)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and 'table.md exists; pass --overwrite' in done.stderr
+    assert table.read_text() == 'committed numbers\n'
