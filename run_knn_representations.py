@@ -240,8 +240,8 @@ def detect(args):
     rows, curves, points = [], {}, {}
     for path in args.model_setup:
         setup = load(args, path)
-        result = knn_influence.mislabeled_experiment(setup, args.layer, args.batchsize,
-                                                     seed=setup.config.label_noise_seed)
+        result = knn_influence.cached_mislabeled_experiment(setup, args.layer, args.batchsize,
+                                                            seed=setup.config.label_noise_seed)
         rows += detection_rows(setup, result)
         for name, scores in result['methods'].items():
             points.setdefault(name, []).append((scores['fraction_inspected'], scores['recall']))

@@ -248,3 +248,22 @@ def test_candidates_command_lists_the_rules_candidates(noisy_setup, tmp_path, mo
     cli.main(['candidates', '--model-setup', 'a', '--sample', '10', '--out', stem])
     assert [int(r['train_index']) for r in read_csv(stem + '.csv')] == [0, 1, 20, 21, 40, 45]
     assert '6 of the 6 candidates (10.0% of 60 training examples)' in open(stem + '.md').read()
+
+
+def test_detection_results_are_cached_per_run_and_settings(noisy_setup, monkeypatch):
+    first = knn_influence.cached_mislabeled_experiment(noisy_setup, seed=0)
+    assert first['methods']['kNN rule (paper)']['n_hits'] == 5
+
+    def not_again(*args, **kwargs):
+        raise AssertionError('recomputed although nothing changed')
+    real = knn_influence.mislabeled_experiment
+    monkeypatch.setattr(knn_influence, 'mislabeled_experiment', not_again)
+    assert knn_influence.cached_mislabeled_experiment(noisy_setup, seed=0) == first
+    monkeypatch.setattr(knn_influence, 'mislabeled_experiment', real)
+    with open(noisy_setup.result_dir + '/model.npz', 'wb') as f:
+        f.write(b'another model')
+    calls = []
+    monkeypatch.setattr(knn_influence, 'mislabeled_experiment',
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    knn_influence.cached_mislabeled_experiment(noisy_setup, seed=0)
+    assert calls == [1]                                   # a new model is measured again

@@ -5,6 +5,8 @@ and over a whole split), which to remove in the removal experiment, and the dete
 of mislabeled training examples with the paper's rule and two rankings to compare
 against. Methods return plain arrays and dicts; rendering is in knn_report.py.
 """
+import json
+import os
 import re
 
 import numpy as np
@@ -13,6 +15,7 @@ from deepknn import dknn
 from deepknn.rajani import knn_representations as knn
 from deepknn.rajani import label_issues
 from deepknn import calibration
+import nlp_utils
 from nlp_utils import UserError
 
 
@@ -137,6 +140,23 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
                         for name, indices in flagged.items()},
             'curves': {name: recall_at_fractions(ranking, flipped, FRACTIONS)
                        for name, ranking in rankings.items()}}
+
+
+def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
+    """mislabeled_experiment, kept in <result_dir>/knn_mislabeled.json and reused while
+    the model, the training split and the settings are unchanged (a table over more
+    seeds then only runs the new ones). Arrays come back as lists."""
+    path = os.path.join(setup.result_dir, 'knn_mislabeled.json')
+    key = '{}|layer {}|seed {}|{}'.format(dknn.activation_key(setup), layer, seed,
+                                          ','.join(map(str, setup.splits.flipped_indices)))
+    if os.path.exists(path):
+        cached = nlp_utils.read_json(path, 'detection cache', dict)
+        if cached.get('key') == key and 'result' in cached:
+            return cached['result']
+    result = mislabeled_experiment(setup, layer, batchsize, seed=seed)
+    result = json.loads(json.dumps(result, default=lambda a: np.asarray(a).tolist()))
+    nlp_utils.atomic_write_json(path, {'key': key, 'result': result})
+    return result
 
 
 def fraction_to_match(curve, recall):
