@@ -152,11 +152,25 @@ def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
     if os.path.exists(path):
         cached = nlp_utils.read_json(path, 'detection cache', dict)
         if cached.get('key') == key and 'result' in cached:
-            return cached['result']
+            return _in_order(cached['result'])
     result = mislabeled_experiment(setup, layer, batchsize, seed=seed)
     result = json.loads(json.dumps(result, default=lambda a: np.asarray(a).tolist()))
     nlp_utils.atomic_write_json(path, {'key': key, 'result': result})
-    return result
+    return _in_order(result)
+
+
+# Table rows and figure curves in this order, whether a result was cached (JSON with
+# sorted keys) or just measured: the paper's rule and baseline first, then ours, then
+# cleanlab's.
+ORDER = ('kNN rule (paper)', 'training loss', 'kNN self-vote', 'cleanlab, kNN from features',
+         'cleanlab, cross-validated probe')
+
+
+def _in_order(result):
+    rank = lambda name: (ORDER.index(name) if name in ORDER else len(ORDER), name)
+    return dict(result, **{part: {name: result[part][name]
+                                  for name in sorted(result[part], key=rank)}
+                           for part in ('methods', 'curves')})
 
 
 def fraction_to_match(curve, recall):
