@@ -186,9 +186,6 @@ def retrieved(args):
 
 
 # ---------------------------------------------------------------- detect
-PAPER_RULE = 'kNN rule (paper)'
-
-
 def detection_rows(setup, result):
     """One row per flagging method of one seed's run: its scores, and the recall the
     training-loss ranking reaches when as many examples are inspected."""
@@ -251,7 +248,7 @@ def detect(args):
     rows += means
     if rows[0]['dataset'] == 'cad-snli':
         rows.append(dict({key: '' for key in rows[0]}, run='paper (BERT)', dataset='cad-snli',
-                         method=PAPER_RULE, **paper_numbers.DETECTION))
+                         method=knn_influence.PAPER_RULE, **paper_numbers.DETECTION))
     header = ('# Mislabeled-example detection (Rajani et al. 2020): 10% of training labels '
               'flipped\n\nkNN rule: the nearest training example (k=1) of each dev example '
               'whose model prediction disagrees with its label. cleanlab: confident learning '
@@ -261,7 +258,8 @@ def detect(args):
               'deepknn/rajani/label_issues.py).\n{}\n'.format(
                   label_issues.DATALAB_K, label_issues.CV_FOLDS, cli.provenance()))
     write_table(args.out, rows, list(rows[0]), header)
-    rule_recall = next(row['recall'] for row in means if row['method'] == PAPER_RULE)
+    rule_recall = next(row['recall'] for row in means
+                       if row['method'] == knn_influence.PAPER_RULE)
     rankings = ranking_rows(curves, rule_recall)
     write_table(args.out + '_rankings', rankings, list(rankings[0]), header)
     knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,

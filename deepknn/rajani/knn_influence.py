@@ -104,6 +104,7 @@ def self_vote_ranking(classifier, train_vectors, losses, k=16):
 
 
 FRACTIONS = np.round(np.linspace(0, 1, 101), 2)
+PAPER_RULE = 'kNN rule (paper)'     # the flagged set of candidate_mislabeled
 
 
 def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
@@ -126,7 +127,7 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
     classifier = knn.KnnClassifier(train_vectors[layer], train_labels, setup.config.n_class)
     dev_activations, dev_proba = knn.split_outputs(setup, setup.dev, batchsize)
     nearest = classifier.neighbors(dev_activations[layer], 1)
-    flagged = {'kNN rule (paper)': candidate_mislabeled(dev_proba.argmax(axis=1), nearest)}
+    flagged = {PAPER_RULE: candidate_mislabeled(dev_proba.argmax(axis=1), nearest)}
     losses = training_losses(calibration.softmax(train_vectors[-1]), classifier.labels)
     rankings = {'training loss': loss_ranking(losses),
                 'kNN self-vote': self_vote_ranking(classifier, train_vectors[layer], losses,
@@ -162,8 +163,8 @@ def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
 # Table rows and figure curves in this order, whether a result was cached (JSON with
 # sorted keys) or just measured: the paper's rule and baseline first, then ours, then
 # cleanlab's.
-ORDER = ('kNN rule (paper)', 'training loss', 'kNN self-vote', 'cleanlab, kNN from features',
-         'cleanlab, cross-validated probe')
+ORDER = (PAPER_RULE, 'training loss', 'kNN self-vote', label_issues.KNN_FROM_FEATURES,
+         label_issues.CV_PROBE)
 
 
 def _in_order(result):

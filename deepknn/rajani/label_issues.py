@@ -25,6 +25,8 @@ from deepknn.rajani import knn_representations as knn
 
 DATALAB_K = 10      # Datalab's LabelIssueManager default
 CV_FOLDS = 5        # cleanlab's tutorials' cross-validation folds
+KNN_FROM_FEATURES = 'cleanlab, kNN from features'
+CV_PROBE = 'cleanlab, cross-validated probe'
 
 
 def knn_vote_proba(classifier, train_vectors, k=DATALAB_K):
@@ -43,9 +45,8 @@ def cross_validated_proba(classifier, train_vectors, seed=0, folds=CV_FOLDS):
     smallest = np.bincount(labels, minlength=classifier.n_class).min()
     splitter = StratifiedKFold(max(2, min(folds, smallest)), shuffle=True, random_state=seed)
     probe = LogisticRegression(max_iter=1000)
-    proba = cross_val_predict(probe, classifier.normalizer(train_vectors), labels, cv=splitter,
-                              method='predict_proba')
-    return proba
+    return cross_val_predict(probe, classifier.normalizer(train_vectors), labels, cv=splitter,
+                             method='predict_proba')
 
 
 def confident_learning(labels, pred_probs):
@@ -62,6 +63,5 @@ def cleanlab_methods(classifier, train_vectors, seed=0):
     """{method name: (flagged indices, ranking)} for both kinds of probabilities."""
     return {name: confident_learning(classifier.labels, proba(classifier, train_vectors))
             for name, proba in (
-                ('cleanlab, kNN from features', knn_vote_proba),
-                ('cleanlab, cross-validated probe',
-                 lambda c, v: cross_validated_proba(c, v, seed)))}
+                (KNN_FROM_FEATURES, knn_vote_proba),
+                (CV_PROBE, lambda c, v: cross_validated_proba(c, v, seed)))}
