@@ -25,115 +25,32 @@ from deepknn.feng import input_reduction
 from deepknn.feng import measures
 from deepknn import knn_index
 from deepknn import model_setup
+from deepknn import pretrained
 import nlp_utils
 from deepknn.reports import faithfulness_report
 from deepknn.reports import paper_analyses
 from deepknn.reports import paper_numbers
 from deepknn.reports import plots
+from deepknn.reports import table1 as table1_report
 from deepknn import saliency
 from deepknn import saliency_scores
 from deepknn import calibration
 from deepknn.reports.tables import markdown_table, write_table
 from nlp_utils import UserError
 
-TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
-                   ('mpqa', 'MPQA'), ('subj', 'SUBJ'), ('snli', 'SNLI')]
-
-def read_runs(folder):
-    """The DkNN test reports of a result folder, one per backend that was run, each
-    with `epoch` and, where DkNN also ran on dev, `dev_softmax_accuracy` and
-    `dev_dknn_accuracy`. [] when DkNN was not run."""
-    reports = []
-    for backend in knn_index.BACKENDS:
-        test, dev = (os.path.join(folder, dknn_evaluation.output_names(split, backend)[0])
-                     for split in ('test', 'dev'))
-        if not os.path.exists(test):
-            continue
-        report = nlp_utils.read_json(test, 'DkNN report', dict)
-        config = model_setup.read_config(os.path.join(folder, 'args.json'))
-        if 'finetuned_from' in config.extra:   # an entropy fine-tuned model: not Table 1
-            return []
-        report.update(epoch=config.epoch, seed=config.seed, vocab=config.vocab)
-        if os.path.exists(dev):
-            dev_report = nlp_utils.read_json(dev, 'DkNN report', dict)
-            report.update(dev_softmax_accuracy=dev_report['softmax_accuracy'],
-                          dev_dknn_accuracy=dev_report['dknn_accuracy'])
-        reports.append(report)
-    return reports
-
-
-def table1_rows(results_dir):
-    """One row per run and backend: results/<dataset>_<model> and every variant of it
-    (results/<dataset>_<model>_<anything>, e.g. _seed1 or _trainvocab, from RUN=...
-    train_and_dknn.sh); one 'not run' row where a model and dataset have none."""
-    names = sorted(os.listdir(results_dir)) if os.path.isdir(results_dir) else []
-    rows = []
-    for model in ('bilstm', 'cnn', 'minilm'):
-        for dataset, short in TABLE1_DATASETS:
-            run = '{}_{}'.format(dataset, model)
-            variants = [name for name in names if name == run or name.startswith(run + '_')]
-            found = [row for name in variants
-                     for row in table1_row(results_dir, name, model, short)]
-            rows.extend(found or [table1_empty_row(run, model, short)])
-    return rows
-
-
-def percent(fraction):
-    return None if fraction is None else round(100 * fraction, 1)
-
-
-def table1_empty_row(name, model, short):
-    # The paper has no transformer: blank paper columns (None would read 'not run').
-    paper_softmax, paper_dknn = paper_numbers.TABLE1.get(model, {}).get(short, ('', ''))
-    return {'model': model_setup.MODEL_NAMES[model], 'dataset': short, 'run': name,
-            'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
-            'dknn': None, 'difference': None, 'dev_softmax': None, 'dev_dknn': None,
-            'epochs': None, 'backend': None, 'k': None, 'seed': None, 'vocab': None}
-
-
-def table1_row(results_dir, name, model, short):
-    """The rows of one run: one per backend DkNN ran with (none if it did not run)."""
-    rows = []
-    for report in read_runs(os.path.join(results_dir, name)):
-        softmax, dknn = 100 * report['softmax_accuracy'], 100 * report['dknn_accuracy']
-        rows.append(dict(table1_empty_row(name, model, short), softmax=round(softmax, 1),
-                         dknn=round(dknn, 1), difference=round(dknn - softmax, 1),
-                         epochs=report['epoch'], seed=report['seed'], vocab=report['vocab'],
-                         dev_softmax=percent(report.get('dev_softmax_accuracy')),
-                         dev_dknn=percent(report.get('dev_dknn_accuracy')),
-                         backend=report['backend'], k=report['k']))
-    return rows
-
-
-def table1_summary(rows):
-    """Runs grouped by model, dataset, vocabulary, epochs and backend: mean and
-    standard deviation over the seeds of test accuracy, means of dev accuracy."""
-    groups = {}
-    for row in rows:
-        key = (row['model'], row['dataset'], row['vocab'], row['epochs'], row['backend'])
-        groups.setdefault(key, []).append(row)
-    summary = []
-    for (model, dataset, vocab, _, backend), members in groups.items():
-        first = members[0]
-        ran = first['softmax'] is not None
-        entry = {'model': model, 'dataset': dataset, 'vocab': vocab, 'backend': backend,
-                 'seeds': len(members) if ran else 0,
-                 'epochs': first['epochs'] if ran else None,
-                 'paper_softmax': first['paper_softmax'], 'paper_dknn': first['paper_dknn']}
-        for column in ('softmax', 'dknn', 'difference', 'dev_softmax', 'dev_dknn'):
-            values = [m[column] for m in members if m[column] is not None]
-            entry[column] = round(float(np.mean(values)), 1) if values else None
-        for column in ('softmax', 'dknn'):
-            values = [m[column] for m in members if m[column] is not None]
-            # One seed has no spread: blank, not 'not run'.
-            entry[column + '_sd'] = (round(float(np.std(values)), 1) if len(values) > 1
-                                     else '' if values else None)
-        summary.append(entry)
-    return summary
+def carried_note(carried, results_dir):
+    if not carried:
+        return ''
+    return ('{} kept from the previous table1_runs.csv (their folders are not under {}): '
+            '{}.\n'.format(nlp_utils.count(len(carried), 'run'), results_dir,
+                           ', '.join(sorted({row['run'] for row in carried}))))
 
 
 def table1(args):
-    rows = table1_rows(args.results)
+    rows = table1_report.table1_rows(args.results)
+    carried = table1_report.carried_rows(os.path.join(args.out, 'table1_runs.csv'), rows,
+                                         args.results)
+    rows = table1_report.with_carried(rows, carried)
     if all(row['dknn'] is None for row in rows):
         raise UserError('no result folder under {} has a DkNN test report for Table 1; run '
                         'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
@@ -141,14 +58,17 @@ def table1(args):
     columns = ['model', 'dataset', 'vocab', 'softmax', 'softmax_sd', 'dknn', 'dknn_sd',
                'difference', 'dev_softmax', 'dev_dknn', 'paper_softmax', 'paper_dknn', 'seeds',
                'epochs', 'backend']
-    header = ('# Table 1: softmax vs DkNN test accuracy (%)\n\nOurs: GloVe 6B 50d, this 2-core '
-              'CPU, epoch chosen on dev; mean (and standard deviation, *_sd) over the seeds '
-              'run, dev accuracy beside test; vocab: `pretrained` keeps every word with a '
-              'GloVe vector (Kim 2014), `train` only training words. Paper: GloVe 840B 300d, '
-              'one run. SNLI: the paper trains on the train split (its accuracy is from section 4, '
-              'BiLSTM only); that split is not offline, so ours trains on SNLI dev and tests '
-              'on SNLI test. Every run: [table1_runs.md](table1_runs.md).\n{}\n'.format(produced))
-    summary = table1_summary(rows)
+    header = ('# Table 1: softmax vs DkNN test accuracy (%)\n\nOurs: CNN and BiLSTM on GloVe 6B '
+              '50d, MiniLM fine-tuned from all-MiniLM-L6-v2 (3 epochs), this 2-core CPU, epoch '
+              'chosen on dev; mean (and standard deviation, *_sd) over the seeds run, dev '
+              'accuracy beside test; vocab: `pretrained` keeps every word with a GloVe vector '
+              '(Kim 2014; MiniLM: its word pieces), `train` only training words. Paper: GloVe '
+              '840B 300d, one run, no transformer. SNLI: the paper trains on the train split '
+              '(its accuracy is from section 4, BiLSTM only); that split is not offline, so ours '
+              'trains on SNLI dev and tests on SNLI test. Caveat: {}. Every run: '
+              '[table1_runs.md](table1_runs.md).\n{}{}\n'.format(
+                  pretrained.NLI_CAVEAT, carried_note(carried, args.results), produced))
+    summary = table1_report.table1_summary(rows)
     write_table(os.path.join(args.out, 'table1'), summary, columns, header)
     run_columns = ['model', 'dataset', 'run', 'seed', 'vocab', 'softmax', 'dknn', 'difference',
                    'dev_softmax', 'dev_dknn', 'epochs', 'backend', 'k']

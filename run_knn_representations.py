@@ -76,6 +76,7 @@ def backoff_row(setup, result):
             'credibility_threshold': cred.get('threshold'),
             'credibility_backoff': percent(cred.get('backoff_accuracy')),
             'n_below_credibility': cred.get('n_below'),
+            'credibility_calibrated_on': cred.get('calibrated_on'),
             'paper_bert': paper_numbers.BACKOFF.get(setup.config.dataset, (None,))[0],
             'paper_knn_bert': paper_numbers.BACKOFF.get(setup.config.dataset, (None, None))[1],
             'paper_tau_bert': paper_numbers.BACKOFF_TAU.get(setup.config.dataset)}

@@ -366,14 +366,13 @@ class PhaseTimer:
         self.seconds[name] = round(time.perf_counter() - start, 3)
 
 
-def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_layer_only=False,
-                    index_options=None, batchsize=64, use_cache=True, timer=None):
-    """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)."""
+def fitted_dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold',
+                           last_layer_only=False, index_options=None, batchsize=64,
+                           use_cache=True, timer=None):
+    """A DkNN fitted on the training split of a loaded model setup, not yet calibrated:
+    for a caller that calibrates it on examples of its own choosing."""
     timer = timer or PhaseTimer()
-    # Checked before the slow caching: both would only fail after it.
-    if not setup.splits.calib:
-        raise UserError('the calibration split is empty; re-train with --n-calib > 0')
-    if k > len(setup.splits.train):
+    if k > len(setup.splits.train):   # checked before the slow caching
         raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
                         .format(k, len(setup.splits.train)))
     with timer('cache'):
@@ -386,6 +385,18 @@ def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_l
         dknn.fit(activations, labels, progress=True, index_states=saved_states)
         if index_cache and saved_states is None:
             index_cache.save()
+    return dknn
+
+
+def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_layer_only=False,
+                    index_options=None, batchsize=64, use_cache=True, timer=None):
+    """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)."""
+    timer = timer or PhaseTimer()
+    # Checked before the slow caching, which would only fail after it.
+    if not setup.splits.calib:
+        raise UserError('the calibration split is empty; re-train with --n-calib > 0')
+    dknn = fitted_dknn_from_setup(setup, backend, k, neighbor_labels, last_layer_only,
+                                  index_options, batchsize, use_cache, timer)
     with timer('calibrate'):
         calib = setup.calib
         calib_activations = checked_activations(setup.model.layer_activations(

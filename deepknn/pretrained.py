@@ -32,6 +32,9 @@ PACKAGED_SHA256 = {
     'tokenizer.json': 'be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037',
 }
 REINSTALL = 'reinstall with make venv'
+# To print wherever the packaged model's numbers appear.
+NLI_CAVEAT = ('all-MiniLM-L6-v2 was trained on a billion sentence pairs that include SNLI and '
+              'MultiNLI, so its NLI numbers are not those of a model that never saw NLI data')
 # Penn Treebank escapes of the project's tokenised corpora (SST): the word-piece
 # tokenizer would cut '-lrb-' into '-', 'l', '##rb', '-'; BERT saw the characters.
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from deepknn.reports import paper_analyses
 import paper_results
+from deepknn.reports import table1 as table1_report
 from deepknn.reports import tables
 from deepknn.model_setup import RunConfig
 from deepknn.leave_one_out import Interpretation
@@ -63,7 +64,7 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     (seed / 'dknn_test_faiss.json').write_text(json.dumps(
         {'softmax_accuracy': 0.5, 'dknn_accuracy': 0.5, 'backend': 'faiss', 'k': 5}))
     (seed / 'args.json').write_text(args_json(epoch=2, seed=1))
-    rows = paper_results.table1_rows(str(tmp_path))
+    rows = table1_report.table1_rows(str(tmp_path))
     trec, trec_seed = [r for r in rows if r['model'] == 'CNN' and r['dataset'] == 'TREC']
     assert trec_seed['run'] == 'TREC_cnn_seed1' and trec_seed['softmax'] == 50.0
     assert (trec['softmax'], trec['dknn'], trec['difference']) == (90.0, 88.8, -1.2)
@@ -81,23 +82,23 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
 
 
 def test_table1_summary_averages_seeds_per_vocabulary_and_backend():
-    row = dict(paper_results.table1_empty_row('TREC_cnn', 'cnn', 'TREC'), backend='faiss',
+    row = dict(table1_report.table1_empty_row('TREC_cnn', 'cnn', 'TREC'), backend='faiss',
                vocab='pretrained', epochs=30)
     rows = [dict(row, softmax=90.0, dknn=89.0, difference=-1.0, dev_softmax=88.0),
             dict(row, softmax=92.0, dknn=92.0, difference=0.0, dev_softmax=None),
             dict(row, softmax=80.0, dknn=80.0, difference=0.0, vocab='train')]
-    pretrained, train = paper_results.table1_summary(rows)
+    pretrained, train = table1_report.table1_summary(rows)
     assert (pretrained['softmax'], pretrained['softmax_sd'], pretrained['dknn']) == (91.0, 1.0, 90.5)
     assert (pretrained['seeds'], pretrained['dev_softmax'], pretrained['difference']) == (2, 88.0, -0.5)
     assert (train['seeds'], train['softmax'], train['softmax_sd']) == (1, 80.0, '')
 
 
 def test_table1_summary_keeps_training_budgets_apart():
-    row = dict(paper_results.table1_empty_row('SST_bilstm', 'bilstm', 'SST'), backend='faiss',
+    row = dict(table1_report.table1_empty_row('SST_bilstm', 'bilstm', 'SST'), backend='faiss',
                vocab='pretrained', difference=0.0)
     rows = [dict(row, softmax=80.0, dknn=80.0, epochs=5),
             dict(row, softmax=84.0, dknn=84.0, epochs=10)]
-    five, ten = paper_results.table1_summary(rows)
+    five, ten = table1_report.table1_summary(rows)
     assert (five['epochs'], five['softmax'], five['seeds']) == (5, 80.0, 1)
     assert (ten['epochs'], ten['softmax'], ten['seeds']) == (10, 84.0, 1)
 
@@ -109,9 +110,39 @@ def test_table1_leaves_out_entropy_finetuned_models(tmp_path):
         (folder / 'dknn_test_faiss.json').write_text(json.dumps(
             {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.9, 'backend': 'faiss', 'k': 75}))
         (folder / 'args.json').write_text(args_json(epoch=30, seed=777, **extra))
-    rows = [r for r in paper_results.table1_rows(str(tmp_path)) if r['dataset'] == 'TREC'
+    rows = [r for r in table1_report.table1_rows(str(tmp_path)) if r['dataset'] == 'TREC'
             and r['model'] == 'CNN']
     assert [r['run'] for r in rows] == ['TREC_cnn']
+
+
+def test_table1_keeps_the_rows_of_runs_whose_folders_are_elsewhere(tmp_path):
+    results, out = tmp_path / 'results', tmp_path / 'out'
+    results.mkdir()
+    out.mkdir()
+    folder = results / 'TREC_minilm'                        # present: measured afresh
+    folder.mkdir()
+    (folder / 'dknn_test_faiss.json').write_text(json.dumps(
+        {'softmax_accuracy': 0.95, 'dknn_accuracy': 0.94, 'backend': 'faiss', 'k': 75}))
+    (folder / 'args.json').write_text(args_json(epoch=3, seed=777, model='minilm', vocab='pretrained'))
+    columns = 'model,dataset,run,seed,vocab,softmax,dknn,difference,dev_softmax,dev_dknn,epochs,backend,k'
+    (out / 'table1_runs.csv').write_text('\n'.join([
+        columns,
+        'CNN,TREC,TREC_cnn,777,pretrained,91.0,92.0,1.0,89.0,88.0,30,faiss,75',
+        'CNN,TREC,TREC_cnn_seed1,1,pretrained,93.0,92.0,-1.0,,,30,faiss,75',
+        'MiniLM,TREC,TREC_minilm,777,pretrained,10.0,10.0,0.0,,,3,faiss,75',   # stale
+        'BiLSTM,SST,stsa.binary_bilstm,,,,,,,,,,']) + '\n')       # never ran: not carried
+    paper_results.main(['--results', str(results), '--out', str(out), '--overwrite', 'table1'])
+    with open(out / 'table1_runs.csv') as f:
+        runs = {row['run']: row for row in csv.DictReader(f)}
+    assert runs['TREC_minilm']['softmax'] == '95.0'
+    assert (runs['TREC_cnn']['dknn'], runs['TREC_cnn_seed1']['seed']) == ('92.0', '1')
+    assert runs['stsa.binary_bilstm']['softmax'] == ''
+    with open(out / 'table1.csv') as f:
+        summary = [r for r in csv.DictReader(f) if r['dataset'] == 'TREC' and r['model'] == 'CNN']
+    assert [(r['softmax'], r['softmax_sd'], r['seeds']) for r in summary] == [('92.0', '1.0', '2')]
+    header = (out / 'table1.md').read_text()
+    assert '2 runs kept from the previous table1_runs.csv' in header
+    assert 'TREC_cnn, TREC_cnn_seed1.' in header
 
 
 def test_mean_highlighted_under_each_normalization():

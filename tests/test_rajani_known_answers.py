@@ -177,7 +177,26 @@ def test_backoff_tunes_the_known_tau_and_scores_test(backoff_setup):
         (0.5, 0.75, 1.0)
     assert (chosen['n_below'], chosen['model_accuracy_below'],
             chosen['backoff_accuracy_below']) == (5, 0.0, 1.0)
-    assert result['credibility'] is None                   # no calibration split
+
+
+def test_credibility_switch_without_a_calibration_split_uses_dev_halves(backoff_setup):
+    # k = 5 DkNN over the two layers: a right dev/test example has nonconformity 0 for its
+    # prediction (credibility 1); a wrong one sits in its true cluster but on the other
+    # class's logits, so every class scores 5, the value of exactly the w wrong examples
+    # of the calibration half: credibility w/10. Tuned on the other half, the switch backs
+    # off at tau = w/10 and fixes every wrong test example (the kNN is right on all).
+    calib_rows, tune_rows = knn.dev_halves(20)
+    assert sorted(calib_rows.tolist() + tune_rows.tolist()) == list(range(20))
+    assert len(calib_rows) == len(tune_rows) == 10
+    n_wrong = int((calib_rows >= 10).sum())             # dev rows 10-19 are the wrong ones
+    assert 0 < n_wrong < 10
+    chosen = knn.backoff_experiment(backoff_setup, dknn_k=5)['credibility']
+    assert chosen['calibrated_on'] == 'dev half (10), tuned on the other dev half (10)'
+    assert chosen['threshold'] == pytest.approx(n_wrong / 10)
+    assert chosen['dev_accuracy'] == 1.0
+    assert chosen['dev_model_accuracy'] == np.mean(tune_rows < 10)
+    assert (chosen['model_accuracy'], chosen['backoff_accuracy'], chosen['n_below']) == \
+        (0.5, 1.0, 10)
 
 
 def test_backoff_command_writes_the_known_row(backoff_setup, tmp_path, monkeypatch):
@@ -188,6 +207,7 @@ def test_backoff_command_writes_the_known_row(backoff_setup, tmp_path, monkeypat
     assert (row['tau'], row['model'], row['knn_backoff'], row['knn_alone']) == \
         ('0.6', '50.0', '75.0', '100.0')
     assert read_csv(stem + '_table5.csv')[0]['CNN'] == '0.6'
+    assert row['credibility_calibrated_on'].startswith('dev half (10)')
 
 
 # ---------------------------------------------------------------- contrast / candidates

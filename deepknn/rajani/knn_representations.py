@@ -244,13 +244,62 @@ def tuned_backoff(classifier, layer, dev, test, signals, grid=None):
     return dict(dataclasses.asdict(choice), **scores)
 
 
+DEV_HALF_SEED = 0   # fixes which dev half calibrates the DkNN of a run without a calib split
+
+
+def dev_halves(n_dev, seed=DEV_HALF_SEED):
+    """(calibration rows, tuning rows) of a dev split of n_dev examples: a seeded random
+    half (the smaller one when n_dev is odd) and the rest, each sorted."""
+    order = np.random.RandomState(seed).permutation(n_dev)
+    return np.sort(order[:n_dev // 2]), np.sort(order[n_dev // 2:])
+
+
+def rows_of(split, rows):
+    """The (activations, probabilities, labels) of `split` restricted to `rows`."""
+    activations, probabilities, labels = split
+    return [layer[rows] for layer in activations], probabilities[rows], labels[rows]
+
+
+def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_k, batchsize):
+    """Backoff with DkNN credibility as the switch. A run with a calibration split
+    calibrates on it and tunes on all of dev; one without (the paper's setup, every
+    labelled pair trains) calibrates on a seeded half of dev and tunes on the other half,
+    so no example both calibrates and tunes. The result names its calibration set."""
+    if dknn_k > classifier.n_train:
+        print('warning: dknn_k={} is larger than the {} training examples; the DkNN uses '
+              'k={}'.format(dknn_k, classifier.n_train, classifier.n_train), file=sys.stderr)
+    deep = dknn.fitted_dknn_from_setup(setup, 'faiss', min(dknn_k, classifier.n_train),
+                                       index_options={'kind': 'flat'}, batchsize=batchsize)
+    if setup.splits.calib:
+        calib = setup.calib
+        deep.calibrate(dknn.checked_activations(setup.model.layer_activations(
+            [x for x, _ in calib], batchsize, progress='calibration'), 'calibration'),
+            [y for _, y in calib])
+        calibrated_on = 'calibration split ({})'.format(len(calib))
+    else:
+        if len(dev[2]) < 2:
+            raise UserError('{}: a dev split of {} example(s) cannot be halved to calibrate '
+                            'the DkNN; re-train with a larger dev split or --n-calib > 0'
+                            .format(setup.result_dir, len(dev[2])))
+        calib_rows, tune_rows = dev_halves(len(dev[2]))
+        calib_activations, _, calib_labels = rows_of(dev, calib_rows)
+        deep.calibrate(calib_activations, calib_labels)
+        dev = rows_of(dev, tune_rows)
+        calibrated_on = 'dev half ({}), tuned on the other dev half ({})'.format(
+            len(calib_rows), len(tune_rows))
+    credibility = tuple(deep.predict_from_activations(split[0])['credibility']
+                        for split in (dev, test))
+    return dict(tuned_backoff(classifier, layer, dev, test, credibility, grid),
+                calibrated_on=calibrated_on)
+
+
 def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, temperature=None,
                        tau=None):
     """The paper's kNN backoff on a trained model, and DkNN credibility as the switch.
 
-    Returns {'confidence': ..., 'credibility': ... or None}: each the chosen k, T,
+    Returns {'confidence': ..., 'credibility': ..., 'n_train': N}: each the chosen k, T,
     threshold and dev accuracy (see BackoffChoice) plus the test scores of
-    backoff_scores. Credibility needs the model's calibration split (--n-calib > 0).
+    backoff_scores; credibility also names its calibration set (credibility_backoff).
     k, temperature, tau: fixed values instead of tuning them (tau: the confidence switch)."""
     if temperature is not None:
         check_temperature(temperature)
@@ -267,16 +316,8 @@ def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, tempera
     dev, test = ((*split_outputs(setup, examples, batchsize), labels_of(examples))
                  for examples in (setup.dev, setup.test))
     confidence = (dev[1].max(axis=1), test[1].max(axis=1))
-    result = {'confidence': tuned_backoff(classifier, layer, dev, test, confidence,
-                                          dict(grid, thresholds=None if tau is None else [tau])),
-              'credibility': None, 'n_train': classifier.n_train}
-    if setup.splits.calib:
-        if dknn_k > classifier.n_train:
-            print('warning: dknn_k={} is larger than the {} training examples; the DkNN uses '
-                  'k={}'.format(dknn_k, classifier.n_train, classifier.n_train), file=sys.stderr)
-        deep = dknn.dknn_from_setup(setup, 'faiss', min(dknn_k, classifier.n_train),
-                                    index_options={'kind': 'flat'}, batchsize=batchsize)
-        credibility = tuple(deep.predict_from_activations(split[0])['credibility']
-                            for split in (dev, test))
-        result['credibility'] = tuned_backoff(classifier, layer, dev, test, credibility, grid)
-    return result
+    return {'confidence': tuned_backoff(classifier, layer, dev, test, confidence,
+                                        dict(grid, thresholds=None if tau is None else [tau])),
+            'credibility': credibility_backoff(setup, classifier, layer, dev, test, grid,
+                                               dknn_k, batchsize),
+            'n_train': classifier.n_train}
