@@ -26,6 +26,7 @@ from deepknn import dknn
 from deepknn.rajani import knn_influence
 from deepknn.rajani import label_issues
 from deepknn.reports import knn_report
+from deepknn.reports import knn_tables
 from deepknn.rajani import knn_representations as knn
 from deepknn import model_setup
 import nlp_utils
@@ -34,14 +35,6 @@ from deepknn import result_folder
 from deepknn.reports import saliency_report
 from nlp_utils import UserError
 from deepknn.reports.tables import markdown_table, write_table
-
-
-
-def dataset_name(config):
-    """'snli (dev-trained proxy)' for SNLI trained on its dev split, else the dataset."""
-    if config.dataset == 'snli' and 'dev' in os.path.basename(config.train_file or ''):
-        return 'snli (dev-trained proxy)'
-    return config.dataset
 
 
 # The result folders a command loaded stay locked until it ends: their DkNN activation
@@ -56,60 +49,6 @@ def load(args, path):
 
 
 # ---------------------------------------------------------------- backoff
-def percent(value):
-    """A fraction as a percentage; '' where there was nothing to measure (no example
-    below tau), so the table does not read 'not run'."""
-    return '' if value is None else round(100 * value, 1)
-
-
-def backoff_row(setup, result):
-    conf, cred = result['confidence'], result['credibility'] or {}
-    model = setup.config.model
-    return {'dataset': dataset_name(setup.config), 'encoder': model_setup.MODEL_NAMES.get(model, model),
-            'n_train': result['n_train'], 'k': conf['k'], 'T': conf['temperature'],
-            'tau': conf['threshold'], 'model': percent(conf['model_accuracy']),
-            'knn_backoff': percent(conf['backoff_accuracy']),
-            'knn_alone': percent(conf['knn_accuracy']), 'n_test': conf['n_examples'],
-            'n_below_tau': conf['n_below'],
-            'model_below_tau': percent(conf['model_accuracy_below']),
-            'backoff_below_tau': percent(conf['backoff_accuracy_below']),
-            'credibility_threshold': cred.get('threshold'),
-            'credibility_backoff': percent(cred.get('backoff_accuracy')),
-            'n_below_credibility': cred.get('n_below'),
-            'credibility_calibrated_on': cred.get('calibrated_on'),
-            'paper_bert': paper_numbers.BACKOFF.get(setup.config.dataset, (None,))[0],
-            'paper_knn_bert': paper_numbers.BACKOFF.get(setup.config.dataset, (None, None))[1],
-            'paper_tau_bert': paper_numbers.BACKOFF_TAU.get(setup.config.dataset)}
-
-
-def table4_rows(rows):
-    """The paper's Table 4 layout: a row per model, a column per dataset."""
-    datasets = list(dict.fromkeys(row['dataset'] for row in rows))
-    table = []
-    for encoder in dict.fromkeys(row['encoder'] for row in rows):
-        for name, key in ((encoder, 'model'), ('kNN-' + encoder, 'knn_backoff')):
-            line = {'model': name}
-            line.update({d: next((r[key] for r in rows if r['dataset'] == d
-                                  and r['encoder'] == encoder), None) for d in datasets})
-            table.append(line)
-    for name, i in (('BERT (paper)', 0), ('kNN-BERT (paper)', 1)):
-        table.append(dict({'model': name},
-                          **{d: paper_numbers.BACKOFF.get(d, ('', ''))[i] for d in datasets}))
-    return table, ['model'] + datasets
-
-
-def table5_rows(rows):
-    """The paper's Table 5 layout: the chosen tau per dataset (row) and encoder (column)."""
-    encoders = list(dict.fromkeys(row['encoder'] for row in rows))
-    table = []
-    for dataset in dict.fromkeys(row['dataset'] for row in rows):
-        line = {'dataset': dataset, 'BERT (paper)': paper_numbers.BACKOFF_TAU.get(dataset, '')}
-        line.update({e: next((r['tau'] for r in rows if r['dataset'] == dataset
-                              and r['encoder'] == e), None) for e in encoders})
-        table.append(line)
-    return table, ['dataset'] + encoders + ['BERT (paper)']
-
-
 def backoff(args):
     cli.check_new_outputs([args.table + suffix + '.md' for suffix in ('', '_table4', '_table5')],
                           args.overwrite, '--table')
@@ -120,15 +59,15 @@ def backoff(args):
                                         args.temperature, args.tau)
         nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'knn_backoff.json'),
                                     dict(result, layer=args.layer))
-        rows.append(backoff_row(setup, result))
+        rows.append(knn_tables.backoff_row(setup, result))
         print('{dataset} {encoder}: model {model}  kNN backoff {knn_backoff}  (k={k}, T={T}, '
               'tau={tau}); credibility switch {credibility_backoff}'.format(**rows[-1]))
     header = ('# kNN backoff (Rajani et al. 2020, Tables 4 and 5): test accuracy (%)\n\n'
               'k, T and tau (the max-softmax threshold) tuned on dev only; layer {}.\n'
               '{}\n'.format(args.layer, cli.provenance()))
     write_table(args.table, rows, list(rows[0]), header)
-    for suffix, (table, columns) in (('_table4', table4_rows(rows)),
-                                     ('_table5', table5_rows(rows))):
+    for suffix, (table, columns) in (('_table4', knn_tables.table4_rows(rows)),
+                                     ('_table5', knn_tables.table5_rows(rows))):
         write_table(args.table + suffix, table, columns, header)
         print(markdown_table(table, columns))
 
@@ -157,7 +96,7 @@ def explain(args):
     records = knn_report.explanation_records(examples, positions, proba, neighbors, vote,
                                              setup.splits.train, setup.label_names, setup.vocab)
     knn_report.write_explanations(out, records, 'Nearest training examples: {} {} (k={})'.format(
-        dataset_name(setup.config), args.split, args.k))
+        knn_tables.dataset_name(setup.config), args.split, args.k))
     print('wrote {0}.json and {0}.html'.format(out))
 
 
@@ -180,58 +119,13 @@ def retrieved(args):
                                                              setup.vocab)}
             for rank, i in enumerate(knn_influence.most_retrieved(counts, args.top))]
     header = ('# Training examples retrieved most often: {} {} split, k={}\n\nModel: {}. '
-              '{}\n'.format(dataset_name(setup.config), args.split, args.k,
+              '{}\n'.format(knn_tables.dataset_name(setup.config), args.split, args.k,
                             model_setup.run_description(setup), cli.provenance()))
     write_table(out, rows, ['rank', 'train_index', 'times_retrieved', 'label', 'text'], header)
     print(markdown_table(rows, ['rank', 'times_retrieved', 'label', 'text']))
 
 
 # ---------------------------------------------------------------- detect
-def detection_rows(setup, result):
-    """One row per flagging method of one seed's run: its scores, and the recall the
-    training-loss ranking reaches when as many examples are inspected."""
-    loss_curve = result['curves']['training loss']
-    return [{'run': os.path.basename(setup.result_dir), 'dataset': dataset_name(setup.config),
-             'seed': setup.config.label_noise_seed, 'method': method,
-             **{key: round(scores[key], 3) for key in ('precision', 'recall', 'f1')},
-             'n_candidates': scores['n_candidates'], 'n_flipped': scores['n_flipped'],
-             'fraction_inspected': round(scores['fraction_inspected'], 3),
-             'training_loss_recall_same_fraction': round(float(np.interp(
-                 scores['fraction_inspected'], knn_influence.FRACTIONS, loss_curve)), 3)}
-            for method, scores in result['methods'].items()]
-
-
-def mean_rows(rows):
-    """Per method, the seed mean of every score and the seeds' F1 range."""
-    means = []
-    for method in dict.fromkeys(row['method'] for row in rows):
-        mine = [row for row in rows if row['method'] == method]
-        mean = {key: round(float(np.mean([row[key] for row in mine])), 3) for key in mine[0]
-                if key not in ('run', 'dataset', 'seed', 'method')}
-        f1 = [row['f1'] for row in mine]
-        means.append(dict(mean, run='mean of ' + nlp_utils.count(len(mine), 'seed'), method=method,
-                          dataset=mine[0]['dataset'],
-                          seed='F1 {:.3f}-{:.3f}'.format(min(f1), max(f1))))
-    return means
-
-
-def ranking_rows(curves, rule_recall):
-    """Per ranking (seed-mean curve): recall at 10/30/50% inspected, and the fraction it
-    must inspect to reach the paper rule's mean recall."""
-    rows = []
-    for name, per_seed in curves.items():
-        curve = np.mean(per_seed, axis=0)
-        at = lambda fraction: round(float(np.interp(fraction, knn_influence.FRACTIONS, curve)), 3)
-        rows.append({'ranking': name, 'recall_at_10pct': at(0.1), 'recall_at_30pct': at(0.3),
-                     'recall_at_50pct': at(0.5),
-                     'fraction_to_match_the_rule': knn_influence.fraction_to_match(
-                         curve, rule_recall)})
-    rows.append({'ranking': 'training loss (paper, BERT)', 'recall_at_10pct': '',
-                 'recall_at_30pct': '', 'recall_at_50pct': '',
-                 'fraction_to_match_the_rule': paper_numbers.DETECTION_LOSS_FRACTION})
-    return rows
-
-
 def detect(args):
     cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '.png')],
                           args.overwrite)
@@ -240,12 +134,12 @@ def detect(args):
         setup = load(args, path)
         result = knn_influence.cached_mislabeled_experiment(setup, args.layer, args.batchsize,
                                                             seed=setup.config.label_noise_seed)
-        rows += detection_rows(setup, result)
+        rows += knn_tables.detection_rows(setup, result)
         for name, scores in result['methods'].items():
             points.setdefault(name, []).append((scores['fraction_inspected'], scores['recall']))
         for name, curve in result['curves'].items():
             curves.setdefault(name, []).append(curve)
-    means = mean_rows(rows)
+    means = knn_tables.mean_rows(rows)
     rows += means
     if rows[0]['dataset'] == 'cad-snli':
         rows.append(dict({key: '' for key in rows[0]}, run='paper (BERT)', dataset='cad-snli',
@@ -261,7 +155,7 @@ def detect(args):
     write_table(args.out, rows, list(rows[0]), header)
     rule_recall = next(row['recall'] for row in means
                        if row['method'] == knn_influence.PAPER_RULE)
-    rankings = ranking_rows(curves, rule_recall)
+    rankings = knn_tables.ranking_rows(curves, rule_recall)
     write_table(args.out + '_rankings', rankings, list(rankings[0]), header)
     knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
                              'Flipped-label recall, {} ({})'.format(
@@ -300,15 +194,15 @@ def contrast(args):
     rows = []
     for run, name, predicted in zip(runs, names, predictions):
         slices = knn_influence.negation_slices(examples, predicted, run.label_names)
-        rows.append(dict({'run': name, 'trained on': dataset_name(run.config),
+        rows.append(dict({'run': name, 'trained on': knn_tables.dataset_name(run.config),
                           'n_train': len(run.splits.train)},
-                         **{'{} (n={})'.format(key, n): percent(accuracy)
+                         **{'{} (n={})'.format(key, n): knn_tables.percent(accuracy)
                             for key, (accuracy, n) in slices.items()}))
     header = ('# Two models on {} {} (Rajani et al. 2020, section 5): accuracy (%)\n\n'
               'A hypothesis is negated when it holds \'not\' or "n\'t". The paper (BERT): '
               'accuracy on entailment examples with a negation drops by {} points when trained '
               'on the augmented split.\n{}\n'.format(
-                  dataset_name(runs[0].config), args.split, paper_numbers.NEGATION_ENTAILMENT_DROP,
+                  knn_tables.dataset_name(runs[0].config), args.split, paper_numbers.NEGATION_ENTAILMENT_DROP,
                   cli.provenance()))
     gold = knn.labels_of(examples)
     positions = np.concatenate([chosen[:args.show] for chosen in
@@ -319,7 +213,7 @@ def contrast(args):
             record['example'] = int(position)
     title = ('Nearest training examples (k={}) of {} {} examples one model gets right: first '
              'those {} gets right, then those {} gets right'.format(
-                 args.k, dataset_name(runs[0].config), args.split, *names))
+                 args.k, knn_tables.dataset_name(runs[0].config), args.split, *names))
     page = knn_report.contrast_html(records, names, title)
     write_table(args.out, rows, list(rows[0]), header)
     nlp_utils.atomic_write_text(args.out + '.html', page)
@@ -345,7 +239,7 @@ def candidates(args):
               '{} of the {} candidates ({:.1%} of {} training examples), drawn with seed {}: '
               'the nearest training example of a dev example whose model prediction differs '
               'from its label. Model: {}. {}\n'.format(
-                  dataset_name(setup.config), len(rows), len(found),
+                  knn_tables.dataset_name(setup.config), len(rows), len(found),
                   len(found) / classifier.n_train, classifier.n_train, args.seed,
                   model_setup.run_description(setup), cli.provenance()))
     write_table(args.out, rows, ['train_index', 'label', 'text'], header)

@@ -1,5 +1,5 @@
-"""Rendering for kNN representations: explanation records (JSON), their HTML page, the
-mislabeled-detection recall figure and the backoff table rows.
+"""Rendering for kNN representations: explanation records (JSON), their HTML page and
+the mislabeled-detection recall figure (the table rows are in knn_tables.py).
 
 Reuses saliency_report.py's page style and text helpers; every text is escaped.
 """
