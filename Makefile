@@ -14,7 +14,7 @@ $(VENV)/installed: requirements.txt requirements-model.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-.PHONY: venv demo test table1 interpretation-results feng-results paper minilm-results \
+.PHONY: venv demo test table1 interpretation-results feng-results paper minilm-results rajani-removal \
 	rajani-results
 venv: $(VENV)/installed
 
@@ -127,3 +127,11 @@ rajani-results: venv
 	    --out results/knn_candidates_cad-snli-augmented_minilm
 	$(PY) reduce_inputs.py --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
 	    --split dev --limit 30 --importance gradient,confidence --no-dknn
+
+# The removal experiment on MiniLM (3 seeds x full, 10% and 30% most retrieved and random:
+# 15 fine-tunes, about 12 CPU hours on 2 cores); every fine-tune resumes from its last
+# epoch, so rerunning continues where a stopped session left it.
+rajani-removal: venv
+	$(PY) scripts/knn_removal.py --template results/cad-snli-snlieval_minilm/args.json \
+	    --runs results/removal_cad-snli-snlieval_minilm \
+	    --table results/knn_removal_cad-snli-snlieval_minilm

@@ -9,8 +9,8 @@ each training example is among the k=16 nearest other training examples (the lay
 before the logits, normalised), then retrain with --exclude-train on the top fraction
 and on as many random examples (drawn with the same seed), calling the training library
 with exactly the template's configuration. Runs that already have a train_result.json
-are skipped (a run made with other settings is refused), so an interrupted experiment
-continues where it stopped.
+are skipped and unfinished ones resume from their last snapshot (a run made with other
+settings is refused), so an interrupted experiment continues where it stopped.
 Prints and writes test-accuracy drops (points) against each seed's full model.
 """
 import json
@@ -44,12 +44,18 @@ def retrain_config(template, seed, n_calib, exclude=None):
 
 
 def train(out, config):
-    """Train `config` into `out` unless it holds that run finished; -> test accuracy. A
-    finished run trained with other settings is refused, never reused or replaced."""
+    """Train `config` into `out` unless it holds that run finished; -> test accuracy. An
+    unfinished run of the same settings continues from its last snapshot (a fine-tune
+    stopped with the session loses at most an epoch); a run trained with other settings
+    is refused, never reused or replaced."""
     result_path = os.path.join(out, 'train_result.json')
+    args_path = os.path.join(out, 'args.json')
     if os.path.exists(result_path):
-        training.check_same_settings(model_setup.read_config(os.path.join(out, 'args.json')),
-                                     config, out)
+        training.check_same_settings(model_setup.read_config(args_path), config, out)
+    elif os.path.exists(os.path.join(out, training.SNAPSHOT)) and os.path.exists(args_path):
+        training.check_same_settings(model_setup.read_config(args_path), config, out)
+        print('resuming', out, flush=True)
+        training.continue_training(out)
     else:
         print('training', out, flush=True)
         training.train(config, out, force=os.path.exists(out))

@@ -47,6 +47,25 @@ def test_a_finished_run_with_other_settings_is_refused_not_reused(tmp_path, monk
     assert trained == []
 
 
+def test_an_unfinished_run_resumes_from_its_snapshot(tmp_path, monkeypatch):
+    out = tmp_path / 'seed1_top10'
+    out.mkdir()
+    same = knn_removal.retrain_config(template_config(), 1, 100, '/x.json')
+    model_setup.write_config(str(out), same.replace(n_vocab=321))
+    (out / training.SNAPSHOT).write_bytes(b'epoch 1')
+    calls = []
+
+    def resumed(path, *args, **kwargs):
+        calls.append(('resume', path))
+        (out / 'train_result.json').write_text('{"test_accuracy": 0.7}')
+    monkeypatch.setattr(training, 'continue_training', resumed)
+    monkeypatch.setattr(training, 'train', lambda *args, **kwargs: calls.append(('train',)))
+    with pytest.raises(UserError, match='other settings'):       # another run's snapshot
+        knn_removal.train(str(out), same.replace(seed=2))
+    assert calls == []
+    assert knn_removal.train(str(out), same) == 0.7 and calls == [('resume', str(out))]
+
+
 def test_drops_are_full_minus_variant_in_points_averaged_over_seeds():
     per_seed = {1: {'full': 0.60, (0.1, 'top'): 0.50, (0.1, 'random'): 0.58},
                 2: {'full': 0.70, (0.1, 'top'): 0.64, (0.1, 'random'): 0.70}}
