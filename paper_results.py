@@ -9,11 +9,13 @@
     python paper_results.py snli-artifacts --run snli_bilstm
     python paper_results.py entropy --runs stsa.binary_cnn,snli_cnn [--limit 300]
     python paper_results.py faithfulness --run stsa.binary_cnn [--split test --limit 200]
+    python paper_results.py faithfulness-summary --runs stsa.binary_cnn,stsa.binary_minilm
 
 Each output names the command that produced it; the runs themselves come from
 scripts/train_and_dknn.sh (see the README).
 """
 import argparse
+import csv
 import os
 
 import numpy as np
@@ -168,14 +170,19 @@ def reliability(args):
     print('wrote', output)
 
 
+def run_names(text):
+    """The result folder names of a comma-separated --runs value."""
+    runs = [name.strip() for name in text.split(',') if name.strip()]
+    if not runs:
+        raise UserError('--runs names no run; pass comma-separated result folder names')
+    return runs
+
+
 def entropy(args):
     """Feng et al.'s Table 2 layout: each run before / after entropy fine-tuning"""
     input_reduction.check_beam(args.beam)
-    runs = [name.strip() for name in args.runs.split(',') if name.strip()]
-    if not runs:
-        raise UserError('--runs names no run; pass comma-separated result folder names')
     rows = []
-    for run in runs:
+    for run in run_names(args.runs):
         folders = [os.path.join(args.results, name) for name in (run, run + args.suffix)]
         missing = [f for f in folders if not os.path.exists(os.path.join(f, 'args.json'))]
         if missing:
@@ -240,6 +247,31 @@ def faithfulness(args):
     print('wrote {0}.md, {0}.csv and {0}.png'.format(stem))
 
 
+def faithfulness_summary(args):
+    """Conformity leave-one-out against confidence and gradient, across runs, per classifier
+
+    Reads each run's faithfulness CSV (the faithfulness command) and writes one row per
+    run, classifier and paired difference, with the verdict of its four measures."""
+    rows = []
+    for run in run_names(args.runs):
+        path = os.path.join(args.out, 'faithfulness_{}_{}.csv'.format(run, args.split))
+        if not os.path.exists(path):
+            raise UserError('{} does not exist; make it with python paper_results.py '
+                            'faithfulness --run {} --split {}'.format(path, run, args.split))
+        with open(path, newline='', encoding='utf-8') as f:
+            rows += faithfulness_report.summary_rows(run, csv.DictReader(f))
+    header = ('# Faithfulness across models: conformity leave-one-out minus confidence '
+              'leave-one-out and minus the gradient\n\nEach cell: the paired difference of '
+              'the two methods on the same {} sentences, mean [95% bootstrap interval]; '
+              'verdict: on how many of the four measures conformity is more (less) faithful '
+              'beyond the interval (higher comprehensiveness and insertion area, lower '
+              'sufficiency and deletion area are better). Per run: '
+              'faithfulness_RUN_{}.md.\n{}\n'.format(args.split, args.split, cli.provenance()))
+    write_table(os.path.join(args.out, 'faithfulness_summary_{}'.format(args.split)), rows,
+                faithfulness_report.SUMMARY_COLUMNS, header)
+    print(markdown_table(rows, faithfulness_report.SUMMARY_COLUMNS))
+
+
 def add_faithfulness_command(commands):
     command = commands.add_parser('faithfulness', help=faithfulness.__doc__.split('\n')[0])
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
@@ -258,6 +290,12 @@ def add_faithfulness_command(commands):
                               'sentence and ranking); --no-curves measures only the bins')
     command.add_argument('--seed', type=int, default=0,
                          help='seed of the random baseline and the bootstrap')
+    summary = commands.add_parser('faithfulness-summary',
+                                  help=faithfulness_summary.__doc__.split('\n')[0])
+    summary.add_argument('--runs', required=True,
+                         help='comma-separated result folder names measured by faithfulness')
+    summary.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
+                         help='the split they were measured on')
 
 
 OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
@@ -268,7 +306,9 @@ OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'tabl
            'normalizations': ('normalization_{run}.md', 'normalization_{run}.csv'),
            'snli-artifacts': ('snli_artifacts_{run}.md', 'snli_artifacts_{run}.csv'),
            'faithfulness': ('faithfulness_{run}_{split}.md', 'faithfulness_{run}_{split}.csv',
-                            'faithfulness_{run}_{split}.png')}
+                            'faithfulness_{run}_{split}.png'),
+           'faithfulness-summary': ('faithfulness_summary_{split}.md',
+                                    'faithfulness_summary_{split}.csv')}
 
 
 def check_overwrite(args):
@@ -327,7 +367,8 @@ def main(argv=None):
     args.out = args.out or cli.RESULTS
     args.produced_by = cli.provenance()
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability,
-                        'entropy': entropy, 'faithfulness': faithfulness}
+                        'entropy': entropy, 'faithfulness': faithfulness,
+                        'faithfulness-summary': faithfulness_summary}
     commands_by_name.update(analyses)
     commands_by_name[args.command](args)
 

@@ -5,6 +5,7 @@ import types
 
 import numpy as np
 
+from deepknn.reports import faithfulness_report
 from deepknn.reports import paper_analyses
 import paper_results
 from deepknn.reports import table1 as table1_report
@@ -216,3 +217,25 @@ def test_rerun_command_names_every_changed_setting():
         'scripts/train_and_dknn.sh stsa.binary minilm')
     assert paper_results.rerun_command('results/stsa.binary_minilm', minilm.replace(
         epoch=5, lr=2e-5)).endswith('minilm --epoch 5 --lr 2e-05')
+
+
+def test_faithfulness_summary_gives_each_difference_its_verdict(tmp_path):
+    # comprehensiveness up and deletion down: more faithful; sufficiency up: less;
+    # insertion's interval holds 0: inside the spread.
+    assert faithfulness_report.verdict({
+        'aopc_comp': (0.1, 0.05, 0.15), 'aopc_suff': (0.1, 0.05, 0.15),
+        'deletion_auc': (-0.1, -0.2, -0.05), 'insertion_auc': (0.0, -0.1, 0.1)}) == \
+        'more faithful on 2, less on 1, inside the spread on 1'
+    lines = ['section,classifier,method,baseline,measure,mean,low,high,n,excludes_zero',
+             'measure,softmax,conformity,,aopc_comp,0.3,0.2,0.4,7,']
+    lines += ['difference,softmax,conformity,confidence,{},{},{},{},7,True'.format(m, *v)
+              for m, v in (('aopc_comp', (-0.2, -0.3, -0.1)), ('aopc_suff', (0.2, 0.1, 0.3)),
+                           ('deletion_auc', (0.2, 0.1, 0.3)),
+                           ('insertion_auc', (-0.2, -0.3, -0.1)))]
+    (tmp_path / 'faithfulness_cnn_test.csv').write_text('\n'.join(lines) + '\n')
+    paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path),
+                        'faithfulness-summary', '--runs', 'cnn'])
+    with open(tmp_path / 'faithfulness_summary_test.csv') as f:
+        row, = csv.DictReader(f)
+    assert (row['f'], row['difference'], row['n']) == ('softmax', 'conformity - confidence', '7')
+    assert row['aopc_comp'] == '-0.200 [-0.300, -0.100]' and row['verdict'] == 'less on 4'

@@ -165,3 +165,47 @@ def report_writes(run, summaries, differences, stem, header, title):
     return [(stem + '.md', lambda f: f.write(page), 'w'),
             (stem + '.csv', lambda f: f.write(table), 'w'),
             plots.figure_write(curves_figure(run, title), stem + '.png')]
+
+
+# ---------------------------------------------------------------- across runs
+# Which sign of a difference means the first method is the more faithful one.
+HIGHER_IS_BETTER = {'aopc_comp': True, 'aopc_suff': False, 'deletion_auc': False,
+                    'insertion_auc': True}
+SUMMARY_COLUMNS = ['run', 'f', 'difference', 'n'] + list(HIGHER_IS_BETTER) + ['verdict']
+
+
+def signed_interval(mean, low, high):
+    return '{:+.3f} [{:+.3f}, {:+.3f}]'.format(mean, low, high)
+
+
+def verdict(differences):
+    """'more faithful on 2, less on 1, inside the spread on 1' for {measure: (mean,
+    low, high)} of one method minus another, by whether each interval excludes 0 and
+    on which side (HIGHER_IS_BETTER)."""
+    counts = {'more faithful': 0, 'less': 0, 'inside the spread': 0}
+    for measure, (_, low, high) in differences.items():
+        if low > 0 or high < 0:
+            better = (low > 0) == HIGHER_IS_BETTER[measure]
+            counts['more faithful' if better else 'less'] += 1
+        else:
+            counts['inside the spread'] += 1
+    return ', '.join('{} on {}'.format(name, n) for name, n in counts.items() if n)
+
+
+def summary_rows(run_name, csv_rows_of_run):
+    """One row per classifier f and paired difference (e.g. conformity - confidence) of
+    one run's faithfulness CSV (CSV_COLUMNS, as read back: strings), with the four
+    headline differences (mean [95% interval]) and their verdict."""
+    grouped = {}
+    for row in csv_rows_of_run:
+        if row['section'] == 'difference' and row['measure'] in HIGHER_IS_BETTER:
+            key = (row['classifier'], '{} - {}'.format(row['method'], row['baseline']))
+            grouped.setdefault(key, {})[row['measure']] = row
+    rows = []
+    for (classifier, difference), measures in grouped.items():
+        values = {m: tuple(float(r[k]) for k in ('mean', 'low', 'high'))
+                  for m, r in measures.items()}
+        rows.append(dict({'run': run_name, 'f': classifier, 'difference': difference,
+                          'n': next(iter(measures.values()))['n'], 'verdict': verdict(values)},
+                         **{m: signed_interval(*v) for m, v in values.items()}))
+    return rows
