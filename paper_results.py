@@ -43,15 +43,14 @@ from nlp_utils import UserError
 def carried_note(carried, results_dir):
     if not carried:
         return ''
-    return ('{} kept from the previous table1_runs.csv (their folders are not under {}): '
+    return ('{} kept from the previous table1_runs.csv (no DkNN report for them under {}): '
             '{}.\n'.format(nlp_utils.count(len(carried), 'run'), results_dir,
                            ', '.join(sorted({row['run'] for row in carried}))))
 
 
 def table1(args):
     rows = table1_report.table1_rows(args.results)
-    carried = table1_report.carried_rows(os.path.join(args.out, 'table1_runs.csv'), rows,
-                                         args.results)
+    carried = table1_report.carried_rows(os.path.join(args.out, 'table1_runs.csv'), rows)
     rows = table1_report.with_carried(rows, carried)
     if all(row['dknn'] is None for row in rows):
         raise UserError('no result folder under {} has a DkNN test report for Table 1; run '

@@ -1,8 +1,8 @@
 """Table 1 (softmax vs DkNN accuracy) from the result folders' DkNN reports.
 
 Rows are plain dicts, one per run and backend (table1_rows), grouped over seeds by
-table1_summary. A run whose folder is not in this checkout keeps its row from the
-previous table (carried_rows), so regenerating the table after adding one model never
+table1_summary. A run without a DkNN report in this checkout keeps its row from
+the previous table (carried_rows), so regenerating the table after adding one model never
 drops the numbers of models trained elsewhere.
 """
 import csv
@@ -118,10 +118,11 @@ NUMERIC_COLUMNS = ('softmax', 'dknn', 'difference', 'dev_softmax', 'dev_dknn', '
                    'seed')
 
 
-def carried_rows(previous_csv, rows, results_dir):
-    """The rows of an earlier table1_runs.csv whose run folder is not under results_dir
-    (and which the new rows do not hold), numbers parsed back; [] without that file.
-    Rows that never ran ('not run') are not carried: the new table has its own."""
+def carried_rows(previous_csv, rows):
+    """The rows of an earlier table1_runs.csv for runs the new rows do not measure (their
+    folder is not in this checkout, or has no DkNN report yet), numbers parsed back; []
+    without that file. Rows that never ran ('not run') are not carried: the new table
+    has its own."""
     if not os.path.exists(previous_csv):
         return []
     fresh = {row['run'] for row in rows if row['softmax'] is not None}
@@ -129,8 +130,7 @@ def carried_rows(previous_csv, rows, results_dir):
         previous = list(csv.DictReader(f))
     carried = []
     for line, row in enumerate(previous, start=2):
-        if not row.get('softmax') or row['run'] in fresh or \
-                os.path.isdir(os.path.join(results_dir, row['run'])):
+        if not row.get('softmax') or row['run'] in fresh:
             continue
         try:
             parsed = {c: (float(row[c]) if '.' in row[c] else int(row[c])) if row[c] else None
