@@ -7,6 +7,7 @@ import numpy as np
 
 from deepknn.reports import faithfulness_report
 from deepknn.reports import paper_analyses
+from deepknn.reports import paper_numbers
 import paper_results
 from deepknn.reports import table1 as table1_report
 from deepknn.reports import tables
@@ -242,3 +243,13 @@ def test_faithfulness_summary_gives_each_difference_its_verdict(tmp_path):
         row, = csv.DictReader(f)
     assert (row['f'], row['difference'], row['n']) == ('softmax', 'conformity - confidence', '7')
     assert row['aopc_comp'] == '-0.200 [-0.300, -0.100]' and row['verdict'] == 'less on 4'
+
+
+def test_conformity_ranks_higher_counts_smaller_ranks_and_ties():
+    rows = [{'conformity': 1.0, 'confidence': 2.0}, {'conformity': 3.0, 'confidence': 2.0},
+            {'conformity': 1.0, 'confidence': 1.0}, {'conformity': None, 'confidence': 4.0}]
+    assert paper_analyses.conformity_ranks_higher(rows) == '1 of 3 words (1 tie)'
+    paper = [{'paper_conformity': c, 'paper_confidence': f}
+             for words in paper_numbers.ARTIFACTS.values() for c, f in words.values()]
+    assert paper_analyses.conformity_ranks_higher(
+        paper, 'paper_conformity', 'paper_confidence') == '14 of 15 words (1 tie)'
