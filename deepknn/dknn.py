@@ -398,8 +398,12 @@ def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_l
     dknn = fitted_dknn_from_setup(setup, backend, k, neighbor_labels, last_layer_only,
                                   index_options, batchsize, use_cache, timer)
     with timer('calibrate'):
-        calib = setup.calib
-        calib_activations = checked_activations(setup.model.layer_activations(
-            [x for x, _ in calib], batchsize, progress='calibration'), 'calibration')
-        dknn.calibrate(calib_activations, [y for _, y in calib])
-    return dknn
+        return calibrated_on_split(dknn, setup, batchsize)
+
+
+def calibrated_on_split(dknn, setup, batchsize=64):
+    """`dknn` (fitted) calibrated on the setup's calibration split, with a progress bar."""
+    calib = setup.calib
+    calib_activations = checked_activations(setup.model.layer_activations(
+        [x for x, _ in calib], batchsize, progress='calibration'), 'calibration')
+    return dknn.calibrate(calib_activations, [y for _, y in calib])

@@ -271,11 +271,8 @@ def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_k, batch
     deep = dknn.fitted_dknn_from_setup(setup, 'faiss', min(dknn_k, classifier.n_train),
                                        index_options={'kind': 'flat'}, batchsize=batchsize)
     if setup.splits.calib:
-        calib = setup.calib
-        deep.calibrate(dknn.checked_activations(setup.model.layer_activations(
-            [x for x, _ in calib], batchsize, progress='calibration'), 'calibration'),
-            [y for _, y in calib])
-        calibrated_on = 'calibration split ({})'.format(len(calib))
+        dknn.calibrated_on_split(deep, setup, batchsize)
+        calibrated_on = 'calibration split ({})'.format(len(setup.splits.calib))
     else:
         if len(dev[2]) < 2:
             raise UserError('{}: a dev split of {} example(s) cannot be halved to calibrate '
