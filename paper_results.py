@@ -257,8 +257,13 @@ def faithfulness_summary(args):
         if not os.path.exists(path):
             raise UserError('{} does not exist; make it with python paper_results.py '
                             'faithfulness --run {} --split {}'.format(path, run, args.split))
-        with open(path, newline='', encoding='utf-8') as f:
-            rows += faithfulness_report.summary_rows(run, csv.DictReader(f))
+        try:
+            with open(path, newline='', encoding='utf-8') as f:
+                rows += faithfulness_report.summary_rows(run, csv.DictReader(f))
+        except (KeyError, ValueError, TypeError) as error:
+            raise UserError('{} is not a faithfulness table ({}: {}); remake it with python '
+                            'paper_results.py --overwrite faithfulness --run {}'.format(
+                                path, type(error).__name__, error, run))
     header = ('# Faithfulness across models: conformity leave-one-out minus confidence '
               'leave-one-out and minus the gradient\n\nEach cell: the paired difference of '
               'the two methods on the same {} sentences, mean [95% bootstrap interval]; '

@@ -4,6 +4,7 @@ import json
 import types
 
 import numpy as np
+import pytest
 
 from deepknn.reports import faithfulness_report
 from deepknn.reports import paper_analyses
@@ -13,6 +14,7 @@ from deepknn.reports import table1 as table1_report
 from deepknn.reports import tables
 from deepknn.model_setup import RunConfig
 from deepknn.leave_one_out import Interpretation
+from nlp_utils import UserError
 
 
 def args_json(**values):
@@ -253,3 +255,10 @@ def test_conformity_ranks_higher_counts_smaller_ranks_and_ties():
              for words in paper_numbers.ARTIFACTS.values() for c, f in words.values()]
     assert paper_analyses.conformity_ranks_higher(
         paper, 'paper_conformity', 'paper_confidence') == '14 of 15 words (1 tie)'
+
+
+def test_faithfulness_summary_names_a_file_that_is_not_a_faithfulness_table(tmp_path):
+    (tmp_path / 'faithfulness_cnn_test.csv').write_text('a,b\n1,2\n')
+    with pytest.raises(UserError, match='faithfulness_cnn_test.csv is not a faithfulness table'):
+        paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path),
+                            'faithfulness-summary', '--runs', 'cnn'])
