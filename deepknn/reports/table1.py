@@ -21,6 +21,7 @@ MODELS = ('bilstm', 'cnn', 'minilm')
 TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
                    ('mpqa', 'MPQA'), ('subj', 'SUBJ'), ('snli', 'SNLI')]
 
+
 def read_runs(folder):
     """The DkNN test reports of a result folder, one per backend that was run, each
     with `epoch` and, where DkNN also ran on dev, `dev_softmax_accuracy` and
