@@ -73,7 +73,7 @@ def main():
     dknn = dknn_lib.dknn_from_setup(setup, 'kdtree', args.k)
     batched_dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k)
     examples = setup.splits.test[:args.limit]
-    load = os.getloadavg()[0]
+    load = cli.machine_load()
 
     one_seconds, batched_seconds = [], []
     for repeat in range(args.repeats):   # both sides back to back: a burst of load hits both
@@ -91,8 +91,8 @@ def main():
     rows = n + sum(len(tokens) for tokens, _ in examples)
     table = ('# Conformity leave-one-out: one by one (the original) vs batched\n\n{}\n\n'
              'Model: {}. {} test sentences, {} model rows, k={}, kdtree for (a), {} for (b); '
-             '{} repeats of each side, back to back: median (min-max). {} CPUs, load average '
-             '{:.1f} at the start.\n\n'
+             '{} repeats of each side, back to back: median (min-max). {} at '
+             'the start.\n\n'
              '| method | seconds | sentences/s | speed-up |\n| --- | --- | --- | --- |\n'
              '| (a) one by one (original) | {} | {} | 1.0x |\n'
              '| (b) batched (ours) | {} | {} | {} |\n\n'
@@ -100,7 +100,7 @@ def main():
              'sentences (exact ties among the k-th neighbours may be broken differently by '
              'the KD-tree and by {}); the rest are identical.\n').format(
         cli.provenance(), model_setup.run_description(setup), n, rows, args.k, args.backend,
-        args.repeats, os.cpu_count(), load, cells(one_seconds, '{:.1f}'),
+        args.repeats, load, cells(one_seconds, '{:.1f}'),
         cells([n / t for t in one_seconds], '{:.2f}'), cells(batched_seconds, '{:.1f}'),
         cells([n / t for t in batched_seconds], '{:.2f}'), cells(speedups, '{:.1f}x'),
         max(differences), sum(d > 1e-9 for d in differences), n, args.backend)

@@ -104,8 +104,8 @@ def main(argv=None):
                   '{added_over_forward}x the forward pass'.format(**rows[-1]))
     header = ('# kNN backoff: added cost per test example vs the forward pass (CPU, batch {}, '
               'median (min-max) of {} runs, exact faiss)\n\nThe target: at most 0.1x the '
-              'forward pass for the transformer. Load average {:.1f} at the end.\n{}\n'.format(
-                  args.batchsize, args.repeats, os.getloadavg()[0], cli.provenance()))
+              'forward pass for the transformer. {} at the end.\n{}\n'.format(
+                  args.batchsize, args.repeats, cli.machine_load(), cli.provenance()))
     write_table(args.out, rows, list(rows[0]), header)
     print(markdown_table(rows, list(rows[0])))
 

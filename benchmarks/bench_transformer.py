@@ -201,10 +201,9 @@ def table(args, setup, runs, facts):
     k_layers = facts['n_layers'] * args.k
     lines = ['# Transformer benchmark: {} {}'.format(setup.config.dataset, setup.config.model),
              '', cli.provenance(), '',
-             'Run: {}. Device {} ({} CPUs, load average {:.1f} at the start); k={}, {} '
+             'Run: {}. Device {} ({} at the start); k={}, {} '
              'search, batch {} inputs; {} repeats: median and min-max.'.format(
-                 model_setup.run_description(setup), setup.device, os.cpu_count(),
-                 facts['load'], args.k, args.backend, args.batchsize, args.repeats),
+                 model_setup.run_description(setup), setup.device, facts['load'], args.k, args.backend, args.batchsize, args.repeats),
              '', '| measurement | median | min-max | target | met |',
              '| --- | --- | --- | --- | --- |']
 
@@ -243,7 +242,7 @@ def table(args, setup, runs, facts):
 def main(argv=None):
     args = parse_args(argv)
     cli.check_new_outputs([args.out], args.overwrite)
-    load = os.getloadavg()[0]
+    load = cli.machine_load()
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     if not model_setup.is_transformer(setup.config):
         raise UserError('{} is a {} run; this benchmark takes a transformer run (--model '

@@ -93,6 +93,21 @@ def check_table_outputs(out, overwrite, paths):
         check_new_outputs(paths, overwrite)
 
 
+def machine_load():
+    """'2 CPUs, 0 other processes running, load average 1.8': how busy the machine is as
+    a benchmark starts. The running count (of /proc/loadavg, less this process) is the
+    instant's; the 1-minute load average lags, so it still reads high just after other
+    work was paused."""
+    average = os.getloadavg()[0]
+    try:
+        with open('/proc/loadavg', encoding='ascii') as handle:
+            running = int(handle.read().split()[3].split('/')[0]) - 1
+        others = '{} other processes running, '.format(running)
+    except (OSError, ValueError, IndexError):   # not Linux: the average alone
+        others = ''
+    return '{} CPUs, {}load average {:.1f}'.format(os.cpu_count(), others, average)
+
+
 def provenance(argv=None):
     """'Produced by: `python script.py --flags`', the line every written table carries."""
     argv = sys.argv if argv is None else argv
