@@ -88,16 +88,28 @@ def run_seed(args, template, seed):
 
 
 def table_rows(per_seed, fractions):
+    """One row per fraction: each seed's accuracies, the mean drops (points, full minus
+    retrained) and whether removing the most retrieved costs more than removing random
+    examples by more than seed noise: every seed's extra drop is positive and their mean
+    exceeds the seed spread of the full models' accuracy (max - min)."""
+    full = [100 * acc['full'] for acc in per_seed.values()]
+    spread = max(full) - min(full)
     rows = []
     for fraction in fractions:
         drops = {kind: [100 * (acc['full'] - acc[fraction, kind]) for acc in per_seed.values()]
                  for kind in ('top', 'random')}
+        extra = [top - random for top, random in zip(drops['top'], drops['random'])]
         row = {'removed': '{:.0%}'.format(fraction)}
         for seed, acc in per_seed.items():
             row['seed {} full / top / random'.format(seed)] = '{:.1f} / {:.1f} / {:.1f}'.format(
                 100 * acc['full'], 100 * acc[fraction, 'top'], 100 * acc[fraction, 'random'])
         row.update(drop_most_retrieved=round(float(np.mean(drops['top'])), 1),
                    drop_random=round(float(np.mean(drops['random'])), 1),
+                   extra_drop_per_seed=' / '.join('{:.1f}'.format(e) for e in extra),
+                   full_seed_spread=round(spread, 1) if len(full) > 1 else None,
+                   exceeds_seed_noise=('one seed: no spread' if len(full) == 1 else
+                                       'yes' if min(extra) > 0 and np.mean(extra) > spread
+                                       else 'no'),
                    paper_drop_most_retrieved=paper_numbers.REMOVAL_DROPS.get(fraction, (None,))[0],
                    paper_drop_random=paper_numbers.REMOVAL_DROPS.get(fraction, (None, None))[1])
         rows.append(row)
@@ -134,7 +146,10 @@ def main(argv=None):
     rows = table_rows(per_seed, args.fractions)
     header = ('# Removal experiment (Rajani et al. 2020): test accuracy drop (points) after '
               'retraining without the most-retrieved (k={}) vs random training examples\n\n'
-              '{}\n'.format(args.k, cli.provenance()))
+              "extra_drop_per_seed: each seed's drop without the most retrieved minus its drop "
+              "without random ones; exceeds_seed_noise: yes when every seed's extra drop is "
+              "positive and their mean exceeds full_seed_spread, the spread (max - min) of the "
+              "full models' test accuracy over seeds.\n\n{}\n".format(args.k, cli.provenance()))
     write_table(args.table, rows, list(rows[0]), header)
     print(markdown_table(rows, list(rows[0])))
 

@@ -74,4 +74,21 @@ def test_drops_are_full_minus_variant_in_points_averaged_over_seeds():
     assert row['drop_random'] == pytest.approx(1.0)
     assert row['seed 1 full / top / random'] == '60.0 / 50.0 / 58.0'
     assert (row['paper_drop_most_retrieved'], row['paper_drop_random']) == (4.6, 1.2)
+    # Extra drops 8.0 and 6.0 > 0, mean 7.0 against a 10-point spread of the full models.
+    assert row['extra_drop_per_seed'] == '8.0 / 6.0'
+    assert row['full_seed_spread'] == pytest.approx(10.0)
+    assert row['exceeds_seed_noise'] == 'no'
+
+
+def test_an_extra_drop_beyond_seed_noise_is_called_so():
+    per_seed = {1: {'full': 0.70, (0.3, 'top'): 0.60, (0.3, 'random'): 0.68},
+                2: {'full': 0.71, (0.3, 'top'): 0.62, (0.3, 'random'): 0.70},
+                3: {'full': 0.69, (0.3, 'top'): 0.61, (0.3, 'random'): 0.70}}
+    row, = knn_removal.table_rows(per_seed, [0.3])
+    assert row['extra_drop_per_seed'] == '8.0 / 8.0 / 9.0'      # spread 2.0 < mean 8.3
+    assert row['exceeds_seed_noise'] == 'yes'
+    per_seed[3][0.3, 'random'] = 0.60                           # seed 3: no extra drop
+    assert knn_removal.table_rows(per_seed, [0.3])[0]['exceeds_seed_noise'] == 'no'
+    one, = knn_removal.table_rows({1: per_seed[1]}, [0.3])
+    assert one['exceeds_seed_noise'] == 'one seed: no spread' and one['full_seed_spread'] is None
 
