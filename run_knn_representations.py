@@ -52,9 +52,10 @@ def load(args, path):
 def backoff(args):
     cli.check_new_outputs([args.table + suffix + '.md' for suffix in ('', '_table4', '_table5')],
                           args.overwrite, '--table')
-    rows = []
+    rows, models = [], []
     for path in args.model_setup:
         setup = load(args, path)
+        models.append(model_setup.run_description(setup))
         result = knn.backoff_experiment(setup, args.layer, args.batchsize, args.dknn_k, args.k,
                                         args.temperature, args.tau)
         nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'knn_backoff.json'),
@@ -64,7 +65,7 @@ def backoff(args):
               'tau={tau}); credibility switch {credibility_backoff}'.format(**rows[-1]))
     header = ('# kNN backoff (Rajani et al. 2020, Tables 4 and 5): test accuracy (%)\n\n'
               'k, T and tau (the max-softmax threshold) tuned on dev only; layer {}.\n'
-              '{}\n'.format(args.layer, cli.provenance()))
+              '{}\n{}\n'.format(args.layer, model_setup.models_line(models), cli.provenance()))
     write_table(args.table, rows, list(rows[0]), header)
     for suffix, (table, columns) in (('_table4', knn_tables.table4_rows(rows)),
                                      ('_table5', knn_tables.table5_rows(rows))):
@@ -129,9 +130,10 @@ def retrieved(args):
 def detect(args):
     cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '.png')],
                           args.overwrite)
-    rows, curves, points = [], {}, {}
+    rows, curves, points, models = [], {}, {}, []
     for path in args.model_setup:
         setup = load(args, path)
+        models.append(model_setup.run_description(setup))
         result = knn_influence.cached_mislabeled_experiment(setup, args.layer, args.batchsize,
                                                             seed=setup.config.label_noise_seed)
         rows += knn_tables.detection_rows(setup, result)
@@ -150,8 +152,9 @@ def detect(args):
               '(cleanlab.filter.find_label_issues) on out-of-sample probabilities from the '
               'model\'s training representations, by a leave-self-out kNN vote (k={}, as '
               'Datalab) or a {}-fold cross-validated logistic regression (see '
-              'deepknn/rajani/label_issues.py).\n{}\n'.format(
-                  label_issues.DATALAB_K, label_issues.CV_FOLDS, cli.provenance()))
+              'deepknn/rajani/label_issues.py).\n{}\n{}\n'.format(
+                  label_issues.DATALAB_K, label_issues.CV_FOLDS, model_setup.models_line(models),
+                  cli.provenance()))
     write_table(args.out, rows, list(rows[0]), header)
     rule_recall = next(row['recall'] for row in means
                        if row['method'] == knn_influence.PAPER_RULE)
@@ -201,8 +204,10 @@ def contrast(args):
     header = ('# Two models on {} {} (Rajani et al. 2020, section 5): accuracy (%)\n\n'
               'A hypothesis is negated when it holds \'not\' or "n\'t". The paper (BERT): '
               'accuracy on entailment examples with a negation drops by {} points when trained '
-              'on the augmented split.\n{}\n'.format(
-                  knn_tables.dataset_name(runs[0].config), args.split, paper_numbers.NEGATION_ENTAILMENT_DROP,
+              'on the augmented split.\n{}\n{}\n'.format(
+                  knn_tables.dataset_name(runs[0].config), args.split,
+                  paper_numbers.NEGATION_ENTAILMENT_DROP,
+                  model_setup.models_line(map(model_setup.run_description, runs)),
                   cli.provenance()))
     gold = knn.labels_of(examples)
     positions = np.concatenate([chosen[:args.show] for chosen in

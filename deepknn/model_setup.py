@@ -339,9 +339,23 @@ def load_model(config, result_dir, vocab, device):
 def run_description(setup):
     """'<run folder> (model sha256 0123456789ab)': the folder and the weights a table
     read, so a number can be traced to the model that made it."""
-    digest = nlp_utils.file_digest(os.path.join(setup.result_dir, setup.config.model_path),
-                                   'sha256')
-    return '{} (model sha256 {})'.format(os.path.relpath(setup.result_dir), digest[:12])
+    return _description(setup.result_dir, setup.config.model_path)
+
+
+def folder_description(result_dir):
+    """run_description of a finished result folder, read from its args.json."""
+    config = read_config(os.path.join(result_dir, 'args.json'))
+    return _description(result_dir, config.model_path)
+
+
+def models_line(descriptions):
+    """'Models: a (model sha256 ..); b (...).', the line a table over several runs carries."""
+    return 'Models: {}.'.format('; '.join(descriptions))
+
+
+def _description(result_dir, model_path):
+    digest = nlp_utils.file_digest(os.path.join(result_dir, model_path), 'sha256')
+    return '{} (model sha256 {})'.format(os.path.relpath(result_dir), digest[:12])
 
 
 def load_setup(args_path, gpu=-1, data_dir=None):

@@ -71,15 +71,28 @@ def retrieval_counts(full_run, k, layer):
     return knn_influence.training_set_counts(classifier, activations[layer], k)
 
 
+def run_folder(runs, seed, kind='full', fraction=None):
+    """<runs>/seed<S>_full, or seed<S>_top10 / seed<S>_random30 for a removal."""
+    suffix = kind if fraction is None else '{}{}'.format(kind, round(100 * fraction))
+    return os.path.join(runs, 'seed{}_{}'.format(seed, suffix))
+
+
+def run_folders(args):
+    """Every run folder of the experiment, in table order."""
+    return [run_folder(args.runs, seed, *variant) for seed in args.seeds
+            for variant in [('full',)] + [(kind, fraction) for fraction in args.fractions
+                                          for kind in ('top', 'random')]]
+
+
 def run_seed(args, template, seed):
     """Test accuracies {'full': a, (fraction, 'top'|'random'): a} for one seed."""
-    full = os.path.join(args.runs, 'seed{}_full'.format(seed))
+    full = run_folder(args.runs, seed)
     accuracies = {'full': train(full, retrain_config(template, seed, args.n_calib))}
     counts = retrieval_counts(full, args.k, args.layer)
     for fraction in args.fractions:
         for kind, indices in zip(('top', 'random'),
                                  knn_influence.removal_sets(counts, fraction, seed)):
-            name = os.path.join(args.runs, 'seed{}_{}{}'.format(seed, kind, round(100 * fraction)))
+            name = run_folder(args.runs, seed, kind, fraction)
             exclude = os.path.abspath(name + '.exclude.json')
             nlp_utils.atomic_write_text(exclude, json.dumps(indices.tolist()))
             accuracies[fraction, kind] = train(
@@ -106,7 +119,7 @@ def table_rows(per_seed, fractions):
         row.update(drop_most_retrieved=round(float(np.mean(drops['top'])), 1),
                    drop_random=round(float(np.mean(drops['random'])), 1),
                    extra_drop_per_seed=' / '.join('{:.1f}'.format(e) for e in extra),
-                   full_seed_spread=round(spread, 1) if len(full) > 1 else None,
+                   full_seed_spread=round(spread, 1) if len(full) > 1 else 'one seed',
                    exceeds_seed_noise=('one seed: no spread' if len(full) == 1 else
                                        'yes' if min(extra) > 0 and np.mean(extra) > spread
                                        else 'no'),
@@ -149,7 +162,10 @@ def main(argv=None):
               "extra_drop_per_seed: each seed's drop without the most retrieved minus its drop "
               "without random ones; exceeds_seed_noise: yes when every seed's extra drop is "
               "positive and their mean exceeds full_seed_spread, the spread (max - min) of the "
-              "full models' test accuracy over seeds.\n\n{}\n".format(args.k, cli.provenance()))
+              "full models' test accuracy over seeds.\n\n{}\n{}\n".format(
+                  args.k, model_setup.models_line(map(model_setup.folder_description,
+                                                      run_folders(args))),
+                  cli.provenance()))
     write_table(args.table, rows, list(rows[0]), header)
     print(markdown_table(rows, list(rows[0])))
 

@@ -1,4 +1,5 @@
 """scripts/knn_removal.py: retrains with the template's configuration, drops computed per seed."""
+import hashlib
 import os
 import sys
 
@@ -90,5 +91,22 @@ def test_an_extra_drop_beyond_seed_noise_is_called_so():
     per_seed[3][0.3, 'random'] = 0.60                           # seed 3: no extra drop
     assert knn_removal.table_rows(per_seed, [0.3])[0]['exceeds_seed_noise'] == 'no'
     one, = knn_removal.table_rows({1: per_seed[1]}, [0.3])
-    assert one['exceeds_seed_noise'] == 'one seed: no spread' and one['full_seed_spread'] is None
+    assert one['exceeds_seed_noise'] == 'one seed: no spread' and one['full_seed_spread'] == 'one seed'
 
+
+
+def test_the_table_names_every_run_folder_and_its_weights(tmp_path, monkeypatch):
+    args = knn_removal.parse_args(['--template', 'x/args.json', '--runs', str(tmp_path),
+                                   '--table', str(tmp_path / 't'), '--seeds', '1', '2',
+                                   '--fractions', '0.1'])
+    names = [os.path.basename(f) for f in knn_removal.run_folders(args)]
+    assert names == ['seed1_full', 'seed1_top10', 'seed1_random10',
+                     'seed2_full', 'seed2_top10', 'seed2_random10']
+    run = tmp_path / 'seed1_full'
+    run.mkdir()
+    model_setup.write_config(str(run), template_config())
+    (run / 'best_model.npz').write_bytes(b'weights')
+    expected = hashlib.sha256(b'weights').hexdigest()[:12]
+    assert model_setup.folder_description(str(run)).endswith('(model sha256 {})'.format(expected))
+    line = model_setup.models_line(['a (model sha256 1)', 'b (model sha256 2)'])
+    assert line == 'Models: a (model sha256 1); b (model sha256 2).'

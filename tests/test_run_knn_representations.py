@@ -1,5 +1,6 @@
 """run_knn_representations.py on tiny models trained on synthetic data."""
 import csv
+import hashlib
 import json
 import os
 
@@ -52,6 +53,15 @@ def test_fixed_tau_zero_keeps_the_model_and_one_backs_off_always(runs):
     assert row['knn_backoff'] == row['knn_alone'] and row['n_below_tau'] == row['n_test']
     assert open(stem + '.md').read().startswith('# kNN backoff')
     assert 'Produced by: `python' in open(stem + '_table4.md').read()
+    assert model_line(plain) in open(stem + '_table4.md').read()   # the weights it read
+
+
+def model_line(args_path):
+    """'<run folder> (model sha256 <first 12 hex>)' of a run, hashed here independently."""
+    folder = os.path.dirname(args_path)
+    with open(os.path.join(folder, 'best_model.npz'), 'rb') as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    return '{} (model sha256 {})'.format(os.path.relpath(folder), digest)
 
 
 def test_tuned_backoff_is_at_least_as_good_as_the_model_on_dev(runs):
@@ -119,6 +129,7 @@ def test_detect_scores_against_the_flipped_set(runs):
     assert {r['method'] for r in rows} == {'kNN rule (paper)', 'cleanlab, kNN from features',
                                            'cleanlab, cross-validated probe'}
     assert os.path.getsize(stem + '.png') > 1000 and os.path.exists(stem + '_rankings.md')
+    assert 'Models: {}.'.format(model_line(noisy)) in open(stem + '_rankings.md').read()
     with pytest.raises(UserError, match='label.noise'):
         cli.main(['detect', '--model-setup', runs[1], '--out', stem, '--overwrite'])
 
