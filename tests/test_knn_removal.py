@@ -91,11 +91,11 @@ def test_an_extra_drop_beyond_seed_noise_is_called_so():
     per_seed[3][0.3, 'random'] = 0.60                           # seed 3: no extra drop
     assert knn_removal.table_rows(per_seed, [0.3])[0]['exceeds_seed_noise'] == 'no'
     one, = knn_removal.table_rows({1: per_seed[1]}, [0.3])
-    assert one['exceeds_seed_noise'] == 'one seed: no spread' and one['full_seed_spread'] == 'one seed'
+    assert one['exceeds_seed_noise'] == 'one seed: no spread'
+    assert one['full_seed_spread'] == 'one seed'
 
 
-
-def test_the_table_names_every_run_folder_and_its_weights(tmp_path, monkeypatch):
+def test_the_table_names_every_run_folder_and_its_weights(tmp_path):
     args = knn_removal.parse_args(['--template', 'x/args.json', '--runs', str(tmp_path),
                                    '--table', str(tmp_path / 't'), '--seeds', '1', '2',
                                    '--fractions', '0.1'])
