@@ -97,7 +97,8 @@ def explain(args):
     records = knn_report.explanation_records(examples, positions, proba, neighbors, vote,
                                              setup.splits.train, setup.label_names, setup.vocab)
     knn_report.write_explanations(out, records, 'Nearest training examples: {} {} (k={})'.format(
-        knn_tables.dataset_name(setup.config), args.split, args.k))
+        knn_tables.dataset_name(setup.config), args.split, args.k), 'Model: {}. {}'.format(
+            model_setup.run_description(setup), cli.provenance()))
     print('wrote {0}.json and {0}.html'.format(out))
 
 
@@ -201,14 +202,14 @@ def contrast(args):
                           'n_train': len(run.splits.train)},
                          **{'{} (n={})'.format(key, n): knn_tables.percent(accuracy)
                             for key, (accuracy, n) in slices.items()}))
+    sources = '{}\n{}'.format(model_setup.models_line(map(model_setup.run_description, runs)),
+                              cli.provenance())
     header = ('# Two models on {} {} (Rajani et al. 2020, section 5): accuracy (%)\n\n'
               'A hypothesis is negated when it holds \'not\' or "n\'t". The paper (BERT): '
               'accuracy on entailment examples with a negation drops by {} points when trained '
-              'on the augmented split.\n{}\n{}\n'.format(
+              'on the augmented split.\n{}\n'.format(
                   knn_tables.dataset_name(runs[0].config), args.split,
-                  paper_numbers.NEGATION_ENTAILMENT_DROP,
-                  model_setup.models_line(map(model_setup.run_description, runs)),
-                  cli.provenance()))
+                  paper_numbers.NEGATION_ENTAILMENT_DROP, sources))
     gold = knn.labels_of(examples)
     positions = np.concatenate([chosen[:args.show] for chosen in
                                 knn_influence.contrasting(gold, *predictions)]).tolist()
@@ -219,7 +220,7 @@ def contrast(args):
     title = ('Nearest training examples (k={}) of {} {} examples one model gets right: first '
              'those {} gets right, then those {} gets right'.format(
                  args.k, knn_tables.dataset_name(runs[0].config), args.split, *names))
-    page = knn_report.contrast_html(records, names, title)
+    page = knn_report.contrast_html(records, names, title, sources)
     write_table(args.out, rows, list(rows[0]), header)
     nlp_utils.atomic_write_text(args.out + '.html', page)
     print(markdown_table(rows, list(rows[0])))

@@ -231,7 +231,9 @@ def test_explanation_page_escapes_and_isolates_every_text():
               'model_prediction': 'pos', 'model_probability': 0.9, 'knn_prediction': 'pos',
               'knn_vote': {'pos': 0.75, '<neg>': 0.25},
               'neighbors': [{'text': 'x<script>', 'label': 'pos', 'sq_distance': 1.0}]}
-    page = knn_report.explanation_html([record], 'kNN <title>')
+    page = knn_report.explanation_html([record], 'kNN <title>',
+                                       'Model: runs/<a> (model sha256 12ab). Produced by: `x`')
+    assert 'Model: runs/&lt;a&gt; (model sha256 12ab). Produced by: x</p>' in page
     assert '<script' not in page and '<b>\u202e' not in page and '&lt;neg&gt;' in page
     assert '<bdi>\u05e9\u05dc\u05d5\u05dd \u202e&lt;b&gt;</bdi>' in page
     assert '<bdi>x&lt;script&gt;</bdi>' in page and '<bdi>&lt;neg&gt;</bdi> 0.250' in page

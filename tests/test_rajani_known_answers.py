@@ -7,6 +7,7 @@ must report: the flipped set the rule finds, the tau the tuning must choose, and
 accuracies on test.
 """
 import csv
+import html
 import types
 
 import numpy as np
@@ -260,6 +261,8 @@ def test_contrast_command_tables_the_slices_and_shows_both_directions(tmp_path, 
     assert page.count('<section>') == 3 and page.count('<h3>') == 6
     assert page.index('Example 0') < page.index('Example 3') < page.index('Example 1')
     assert 'he isn&#x27;t here' in page                      # escaped
+    models = next(line for line in open(stem + '.md') if line.startswith('Models: '))
+    assert '<p class="settings">' + html.escape(models) in page   # the table's sources
 
 
 def test_candidates_command_lists_the_rules_candidates(noisy_setup, tmp_path, monkeypatch):

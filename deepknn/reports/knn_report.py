@@ -61,20 +61,23 @@ def _example_html(record, body):
         saliency_report.isolated(record['text']), body)
 
 
-def _page(title, body):
-    """A self-contained HTML page in the style of the saliency maps."""
+def _page(title, body, note):
+    """A self-contained HTML page in the style of the saliency maps; `note` (the models read
+    and the command, as the tables carry them) goes under the title."""
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
-            '<style>{style}</style></head>\n<body><h1>{title}</h1>\n{body}\n</body></html>\n'
-            ).format(title=html.escape(title), style=saliency_report.HTML_STYLE, body=body)
+            '<style>{style}</style></head>\n<body><h1>{title}</h1>\n<p class="settings">{note}'
+            '</p>\n{body}\n</body></html>\n').format(
+                title=html.escape(title), style=saliency_report.HTML_STYLE, body=body,
+                note=html.escape(note.replace('`', '')))   # backticks: Markdown quoting
 
 
-def explanation_html(records, title):
+def explanation_html(records, title, note):
     """One section per explained example."""
     return _page(title, '\n'.join(_example_html(record, _prediction_html(record))
-                                   for record in records))
+                                   for record in records), note)
 
 
-def contrast_html(records, run_names, title):
+def contrast_html(records, run_names, title, note):
     """records: per run, the explanation records of the same examples; one section per
     example with each run's predictions and neighbours (the paper's Tables 1 and 2)."""
     sections = []
@@ -82,12 +85,12 @@ def contrast_html(records, run_names, title):
         body = ''.join('<h3>{}</h3>{}'.format(saliency_report.isolated(name), _prediction_html(r))
                        for name, r in zip(run_names, same))
         sections.append(_example_html(same[0], body))
-    return _page(title, '\n'.join(sections))
+    return _page(title, '\n'.join(sections), note)
 
 
-def write_explanations(path_stem, records, title):
+def write_explanations(path_stem, records, title, note):
     nlp_utils.atomic_write_json(path_stem + '.json', records)
-    nlp_utils.atomic_write_text(path_stem + '.html', explanation_html(records, title))
+    nlp_utils.atomic_write_text(path_stem + '.html', explanation_html(records, title, note))
 
 
 def recall_figure(path, fractions, curves, points, title):
