@@ -72,8 +72,8 @@ feng-results: venv
 	for r in $(SST_RUNS) $(SNLI_RUNS); do \
 	  case $$r in *bilstm) limit="--reduce-limit $(BILSTM_REDUCE_LIMIT)";; *) limit=;; esac; \
 	  case $$r in stsa.binary_bilstm) dev=100;; *) dev=300;; esac; \
-	  $(PY) reduce_inputs.py --model-setup results/$$r/args.json --split dev --limit $$dev \
-	      --importance gradient,confidence,conformity && \
+	  $(PY) reduce_inputs.py --overwrite --model-setup results/$$r/args.json --split dev \
+	      --limit $$dev --importance gradient,confidence,conformity && \
 	  { [ -f results/$${r}_entropy/finetune_entropy.json ] || \
 	    $(PY) finetune_entropy.py --model-setup results/$$r/args.json $$limit; } || exit 1; \
 	done
