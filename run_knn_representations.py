@@ -96,8 +96,8 @@ def explain(args):
                                                  args.temperature)
     records = knn_report.explanation_records(examples, positions, proba, neighbors, vote,
                                              setup.splits.train, setup.label_names, setup.vocab)
-    knn_report.write_explanations(out, records, 'Nearest training examples: {} {} (k={})'.format(
-        knn_tables.dataset_name(setup.config), args.split, args.k), 'Model: {}. {}'.format(
+    knn_report.write_explanations(out, records, 'Nearest training examples: {} (k={})'.format(
+        knn_tables.split_name(setup.config, args.split), args.k), 'Model: {}. {}'.format(
             model_setup.run_description(setup), cli.provenance()))
     print('wrote {0}.json and {0}.html'.format(out))
 
@@ -120,8 +120,8 @@ def retrieved(args):
              'text': saliency_report.example_text(setup.splits.train[i][0],
                                                              setup.vocab)}
             for rank, i in enumerate(knn_influence.most_retrieved(counts, args.top))]
-    header = ('# Training examples retrieved most often: {} {} split, k={}\n\nModel: {}. '
-              '{}\n'.format(knn_tables.dataset_name(setup.config), args.split, args.k,
+    header = ('# Training examples retrieved most often: {} split, k={}\n\nModel: {}. '
+              '{}\n'.format(knn_tables.split_name(setup.config, args.split), args.k,
                             model_setup.run_description(setup), cli.provenance()))
     write_table(out, rows, ['rank', 'train_index', 'times_retrieved', 'label', 'text'], header)
     print(markdown_table(rows, ['rank', 'times_retrieved', 'label', 'text']))
@@ -204,11 +204,11 @@ def contrast(args):
                             for key, (accuracy, n) in slices.items()}))
     sources = '{}\n{}'.format(model_setup.models_line(map(model_setup.run_description, runs)),
                               cli.provenance())
-    header = ('# Two models on {} {} (Rajani et al. 2020, section 5): accuracy (%)\n\n'
+    header = ('# Two models on {} (Rajani et al. 2020, section 5): accuracy (%)\n\n'
               'A hypothesis is negated when it holds \'not\' or "n\'t". The paper (BERT): '
               'accuracy on entailment examples with a negation drops by {} points when trained '
               'on the augmented split.\n{}\n'.format(
-                  knn_tables.dataset_name(runs[0].config), args.split,
+                  knn_tables.split_name(runs[0].config, args.split),
                   paper_numbers.NEGATION_ENTAILMENT_DROP, sources))
     gold = knn.labels_of(examples)
     positions = np.concatenate([chosen[:args.show] for chosen in
@@ -217,9 +217,9 @@ def contrast(args):
     for per_run in records:
         for record, position in zip(per_run, positions):
             record['example'] = int(position)
-    title = ('Nearest training examples (k={}) of {} {} examples one model gets right: first '
+    title = ('Nearest training examples (k={}) of {} examples one model gets right: first '
              'those {} gets right, then those {} gets right'.format(
-                 args.k, knn_tables.dataset_name(runs[0].config), args.split, *names))
+                 args.k, knn_tables.split_name(runs[0].config, args.split), *names))
     page = knn_report.contrast_html(records, names, title, sources)
     write_table(args.out, rows, list(rows[0]), header)
     nlp_utils.atomic_write_text(args.out + '.html', page)

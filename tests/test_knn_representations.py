@@ -1,6 +1,7 @@
 """kNN representations (Rajani et al. 2020) on hand-made representations with known answers."""
 import math
 import os
+import types
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from deepknn import splits as run_splits
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
+from deepknn.reports import knn_tables
 import text_datasets
 from nlp_utils import UserError
 
@@ -250,3 +252,13 @@ def test_negation_association_counts_not_and_split_nt_and_their_label_share():
     stats = knn_influence.negation_association(examples, labels)
     assert (stats['n'], stats['n_negated']) == (5, 3)
     assert stats['share_negated'] == 0.6 and stats['share_label'] == 2 / 3
+
+
+def test_split_names_say_which_file_replaced_a_split():
+    config = types.SimpleNamespace(dataset='cad-snli', train_file=None, test_file=None,
+                                   dev_file='/data/snli_1.0/snli_1.0_dev.jsonl')
+    assert knn_tables.split_name(config, 'dev') == 'cad-snli dev (snli_1.0_dev.jsonl)'
+    assert knn_tables.split_name(config, 'test') == 'cad-snli test'
+    proxy = types.SimpleNamespace(dataset='snli', dev_file=None, test_file=None,
+                                  train_file='/data/snli_1.0/snli_1.0_dev.jsonl')
+    assert knn_tables.split_name(proxy, 'test') == 'snli (dev-trained proxy) test'

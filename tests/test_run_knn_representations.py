@@ -106,6 +106,7 @@ def test_explain_writes_escaped_html_and_json_with_k_neighbours(runs):
     page = open(stem + '.html').read()
     assert page.startswith('<!DOCTYPE html>') and records[0]['neighbors'][0]['text'] in page
     assert 'Model: {}. Produced by: python'.format(model_line(plain)) in page
+    assert 'Nearest training examples: custom test (test.txt) (k=5)' in page
     with pytest.raises(UserError, match='--examples'):
         cli.main(['explain', '--model-setup', plain, '--examples', '999', '--out', stem])
 

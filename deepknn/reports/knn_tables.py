@@ -20,6 +20,15 @@ def dataset_name(config):
     return config.dataset
 
 
+def split_name(config, split):
+    """A split of a run, for titles: 'cad-snli dev', or with the file that replaced it,
+    'cad-snli dev (snli_1.0_dev.jsonl)', where --train-file / --dev-file / --test-file gave
+    one (the paper's cad-snli runs validate and test on SNLI, not on cad-snli's own splits)."""
+    name = '{} {}'.format(dataset_name(config), split)
+    replaced = getattr(config, split + '_file', None)
+    return '{} ({})'.format(name, os.path.basename(replaced)) if replaced else name
+
+
 def percent(value):
     """A fraction as a percentage; '' where there was nothing to measure (no example
     below tau), so the table does not read 'not run'."""
