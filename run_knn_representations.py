@@ -191,6 +191,7 @@ def contrast(args):
         raise UserError('--model-setup: contrast needs two pair (NLI) runs with the same labels')
     knn.check_temperature(args.temperature)
     examples = split_examples(runs[0], args.split)[:args.limit]
+    evaluated_on = knn_tables.split_name(runs[0].config, args.split)
     names = [os.path.basename(run.result_dir) for run in runs]
     predictions = [knn.split_outputs(run, run.encode(examples), args.batchsize,
                                      'forward pass: ' + name)[1].argmax(axis=1)
@@ -208,8 +209,7 @@ def contrast(args):
               'A hypothesis is negated when it holds \'not\' or "n\'t". The paper (BERT): '
               'accuracy on entailment examples with a negation drops by {} points when trained '
               'on the augmented split.\n{}\n'.format(
-                  knn_tables.split_name(runs[0].config, args.split),
-                  paper_numbers.NEGATION_ENTAILMENT_DROP, sources))
+                  evaluated_on, paper_numbers.NEGATION_ENTAILMENT_DROP, sources))
     gold = knn.labels_of(examples)
     positions = np.concatenate([chosen[:args.show] for chosen in
                                 knn_influence.contrasting(gold, *predictions)]).tolist()
@@ -219,7 +219,7 @@ def contrast(args):
             record['example'] = int(position)
     title = ('Nearest training examples (k={}) of {} examples one model gets right: first '
              'those {} gets right, then those {} gets right'.format(
-                 args.k, knn_tables.split_name(runs[0].config, args.split), *names))
+                 args.k, evaluated_on, *names))
     page = knn_report.contrast_html(records, names, title, sources)
     write_table(args.out, rows, list(rows[0]), header)
     nlp_utils.atomic_write_text(args.out + '.html', page)
