@@ -4,7 +4,7 @@
         [--lambda 1] [--lr 1e-4] [--epochs 3] [--reduce-limit N] [--out DIR] [--force]
 
 Reduces the training split with input reduction (gradient importance, beam 5; cached
-as JSON in the parent folder), fine-tunes on NLL of regular batches alternating with
+as JSON in the parent folder, and resumed from its last step when interrupted), fine-tunes on NLL of regular batches alternating with
 -lambda * entropy of reduced batches, and writes a result folder (default
 results/<run>_entropy) that load_setup and every other script read like any other.
 An existing --out is replaced only with --force (and only a result folder of this tool,

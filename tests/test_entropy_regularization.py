@@ -112,6 +112,39 @@ def test_finetuned_folder_loads_like_any_result_folder(parent, tmp_path):
     assert '<script' not in html and 'Input reduction' in html
 
 
+def test_an_interrupted_training_set_reduction_resumes_from_its_last_step(
+        parent, monkeypatch):
+    out, _ = parent
+    setup = model_setup.load_setup(str(out / 'args.json'))
+    partial = out / 'reduced_train_gradient_beam5_limit25.partial.json'
+    whole = er.reduced_training_set(setup, limit=25)      # uninterrupted (and now cached)
+    os.remove(str(out / 'reduced_train_gradient_beam5_limit25.json'))
+    assert not partial.exists()                           # removed once the cache is written
+    save = er.ReductionCheckpoint.save
+
+    def save_then_stop(self, state):
+        save(self, state)
+        raise KeyboardInterrupt                           # the session ends after a step
+
+    monkeypatch.setattr(er.ReductionCheckpoint, 'save', save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        er.reduced_training_set(setup, limit=25)
+    monkeypatch.undo()
+    left = len(json.loads(partial.read_text())['state']['active'])
+    assert 0 < left < 25
+    steps = []
+    monkeypatch.setattr(er.input_reduction.InputReducer, '_start',
+                        lambda *a: pytest.fail('a resumed reduction starts over'))
+    monkeypatch.setattr(er.ReductionCheckpoint, 'save', lambda self, state: steps.append(1))
+    assert er.reduced_training_set(setup, limit=25) == whole
+    assert steps and not partial.exists()
+    monkeypatch.undo()
+    other = er.ReductionCheckpoint(str(partial), 'another model', 25)
+    other.save(er.input_reduction.BeamState([0], [1.0], [[(0, 1)]], [[1.0]], [0]))
+    assert er.ReductionCheckpoint(str(partial), 'this model', 25).load() is None
+    os.remove(str(partial))
+
+
 def test_entropy_table_reuses_each_models_measurements_until_the_model_changes(
         parent, tmp_path, monkeypatch):
     out, _ = parent

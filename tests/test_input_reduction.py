@@ -1,5 +1,6 @@
 """input_reduction: the beam search on a toy classifier with known importances, and its
 invariants (prediction kept, never empty, premise untouched, batch-invariant) on tiny CNNs."""
+import json
 import types
 
 import numpy as np
@@ -134,6 +135,30 @@ def test_batched_reduction_equals_one_at_a_time(cnn):
                                                                 b.prediction)
             assert a.score_after == pytest.approx(b.score_after, abs=1e-6)
     assert any(r.steps > 0 for r in batched)
+
+
+def test_a_resumed_reduction_equals_an_uninterrupted_one(cnn):
+    """Stop after the second step, save the state as JSON, resume in a new reducer."""
+    setup, dknn = cnn
+    examples = [(s, None) for s in random_sentences(10, seed=11, low=4, high=9)]
+    whole = ir.make_reducer('gradient', setup, dknn).reduce(examples)
+    saved = []
+
+    def stop_after_two_steps(state):
+        saved.append(json.dumps(state.to_json()))
+        if len(saved) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ir.make_reducer('gradient', setup, dknn).reduce(examples, on_step=stop_after_two_steps)
+    state = ir.BeamState.from_json(json.loads(saved[-1]))
+    assert state.active and len(state.active) < len(examples) + 1
+    resumed = ir.make_reducer('gradient', setup, dknn).reduce(examples, resume=state)
+    assert [(r.reduced, r.all_reduced, r.kept, r.steps, r.score_before, r.score_after)
+            for r in resumed] == [(r.reduced, r.all_reduced, r.kept, r.steps, r.score_before,
+                                   r.score_after) for r in whole]
+    with pytest.raises(ValueError, match='holds 10 examples, not 9'):
+        ir.make_reducer('gradient', setup, dknn).reduce(examples[:9], resume=state)
 
 
 def test_snli_premises_are_untouched(tmp_path):

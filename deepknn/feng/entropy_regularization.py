@@ -56,17 +56,24 @@ def reduced_training_set(setup, importance='gradient', beam=input_reduction.DEFA
                          limit=None, batchsize=256):
     """X~ for the setup's training split (first `limit` examples), cached in
     <result_dir>/reduced_train_<importance>_beam<k>[_limit<N>].json while the model
-    file and split are unchanged. Returns token-level inputs (lists, or pairs)."""
-    name = 'reduced_train_{}_beam{}{}.json'.format(
+    file and split are unchanged. Returns token-level inputs (lists, or pairs).
+
+    The reduction takes an hour or more on a CPU, so the beam search's state is saved
+    after every step (the same name, .partial.json) and a rerun resumes from it."""
+    name = 'reduced_train_{}_beam{}{}'.format(
         importance, beam, '' if limit is None else '_limit{}'.format(limit))
-    path = os.path.join(setup.result_dir, name)
+    path = os.path.join(setup.result_dir, name + '.json')
     key = dknn_lib.activation_key(setup)
     if os.path.exists(path):
         cache = nlp_utils.read_json(path, 'reduced training set')
         if cache.get('key') == key:
             return [tuple(x) if isinstance(x[0], list) else x for x in cache['inputs']]
+    examples = setup.splits.train[:limit]
+    checkpoint = ReductionCheckpoint(os.path.join(setup.result_dir, name + '.partial.json'),
+                                     key, len(examples))
     reducer = input_reduction.make_reducer(importance, setup, None, beam, batchsize)
-    reductions = reducer.reduce(setup.splits.train[:limit], progress='reducing train')
+    reductions = reducer.reduce(examples, progress='reducing train',
+                                resume=checkpoint.load(), on_step=checkpoint.save)
     inputs = reduced_inputs(reductions)
     # Locked only while writing: the reduction takes long and other analyses of the
     # parent folder should not wait for it (a concurrent twin would write the same file).
@@ -74,7 +81,38 @@ def reduced_training_set(setup, importance='gradient', beam=input_reduction.DEFA
         nlp_utils.atomic_write_json(path, {'key': key, 'importance': importance, 'beam': beam,
                                            'inputs': [list(x) if isinstance(x, tuple) else x
                                                       for x in inputs]})
+    checkpoint.remove()
     return inputs
+
+
+class ReductionCheckpoint:
+    """The beam search's state of one reduction, in a JSON file beside its cache: saved
+    after every step, read back when the same model (key) reduces the same number of
+    examples again."""
+
+    def __init__(self, path, key, n_examples):
+        self.path, self.key, self.n_examples = path, key, n_examples
+
+    def load(self):
+        """The saved BeamState, or None when there is none for this model and split."""
+        if not os.path.exists(self.path):
+            return None
+        saved = nlp_utils.read_json(self.path, 'saved reduction state')
+        if saved.get('key') != self.key or saved.get('n_examples') != self.n_examples:
+            return None
+        state = input_reduction.BeamState.from_json(saved['state'])
+        print('resuming the reduction from {} ({} of {} examples left)'.format(
+            self.path, len(state.active), self.n_examples))
+        return state
+
+    def save(self, state):
+        # Atomic and unlocked: a step's state is only ever replaced by a later one.
+        nlp_utils.atomic_write_json(self.path, {'key': self.key, 'n_examples': self.n_examples,
+                                                'state': state.to_json()})
+
+    def remove(self):
+        if os.path.exists(self.path):
+            os.remove(self.path)
 
 
 # ---------------------------------------------------------------- fine-tuning

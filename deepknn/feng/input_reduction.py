@@ -50,6 +50,28 @@ class Reduction:
     steps: int                  # words removed
 
 
+@dataclasses.dataclass
+class BeamState:
+    """Where the beam search over a list of examples stands; plain data, so it can be
+    saved between steps (to_json) and a long reduction resumed (from_json)."""
+    targets: list        # per example: the prediction to keep
+    first_scores: list   # per example: f(target | original)
+    beams: list          # per example: the beam, tuples of kept word positions
+    beam_scores: list    # per example: f(target | item) of each beam item
+    active: list         # indices of the examples still being reduced
+
+    def to_json(self):
+        return {'targets': self.targets, 'first_scores': self.first_scores,
+                'beams': [[list(kept) for kept in beam] for beam in self.beams],
+                'beam_scores': self.beam_scores, 'active': self.active}
+
+    @classmethod
+    def from_json(cls, obj):
+        return cls(obj['targets'], obj['first_scores'],
+                   [[tuple(kept) for kept in beam] for beam in obj['beams']],
+                   obj['beam_scores'], obj['active'])
+
+
 def check_beam(max_beam):
     """UserError unless the maximum beam size k is at least 1."""
     if max_beam < 1:
@@ -109,46 +131,65 @@ class InputReducer:
             values[owners], predictions[owners] = f, predicted
         return values, predictions
 
-    def reduce(self, examples, progress=None):
+    def reduce(self, examples, progress=None, resume=None, on_step=None):
         """examples: [(tokens, label)] as in saliency.py (pairs: (premise, hypothesis)).
-        Returns one Reduction per example. `progress`: a progress-bar description or None."""
+        Returns one Reduction per example. `progress`: a progress-bar description or None.
+        `on_step(state)` is called with the BeamState after every step; passing such a
+        state of the same examples as `resume` continues the search where it stood, with
+        the same result as an uninterrupted one (every step depends on the state alone)."""
         split = [leave_one_out.split_example(tokens, self.model.pair) for tokens, _ in examples]
+        state = resume if resume is not None else self._start(split)
+        if len(state.targets) != len(examples):
+            raise ValueError('the resumed beam search holds {} examples, not {}'.format(
+                len(state.targets), len(examples)))
+        with tqdm.tqdm(total=len(examples), desc=progress, unit='example',
+                       disable=progress is None) as bar:
+            bar.update(len(examples) - len(state.active))
+            while state.active:
+                n_active = len(state.active)
+                self._step(split, state)
+                bar.update(n_active - len(state.active))
+                if on_step is not None:
+                    on_step(state)
+        return [Reduction(words, [words[p] for p in state.beams[i][0]], state.beams[i][0],
+                          [[words[p] for p in kept] for kept in state.beams[i]], premise,
+                          examples[i][1], state.targets[i], state.first_scores[i],
+                          state.beam_scores[i][0], len(words) - len(state.beams[i][0]))
+                for i, (premise, words) in enumerate(split)]
+
+    def _start(self, split):
+        """The BeamState before the first removal: every input whole, its prediction the
+        target to keep."""
         f, predictions = self.scores([leave_one_out.full_input(p, w, self.vocab) for p, w in split])
         targets = [int(y) for y in predictions]
         first_scores = [float(f[i, y]) for i, y in enumerate(targets)]
-        # A beam item is the tuple of the original word positions still kept.
-        beams = [[tuple(range(len(words)))] for _, words in split]
-        beam_scores = [[score] for score in first_scores]
-        active = [i for i, (_, words) in enumerate(split) if len(words) > 1]
-        with tqdm.tqdm(total=len(examples), desc=progress, unit='example',
-                       disable=progress is None) as bar:
-            bar.update(len(examples) - len(active))
-            while active:
-                proposals = self._candidates(split, beams, active)
-                flat = [(i, kept) for i in active for kept in proposals[i]]
-                f, predicted = self.scores([self._encode(split[i], kept) for i, kept in flat])
-                rows_of = {i: [] for i in active}
-                for row, (i, _) in enumerate(flat):
-                    if predicted[row] == targets[i]:
-                        rows_of[i].append(row)
-                still_active = []
-                for i, rows in rows_of.items():
-                    if not rows:
-                        continue   # no removal keeps the prediction: the beam is final
-                    # The next beam: the b best by f(y | candidate); ties keep proposal order.
-                    width = beam_size(self.max_beam, len(beams[i][0]))
-                    rows = sorted(rows, key=lambda r: -f[r, targets[i]])[:width]
-                    beams[i] = [flat[r][1] for r in rows]
-                    beam_scores[i] = [float(f[r, targets[i]]) for r in rows]
-                    if len(beams[i][0]) > 1:
-                        still_active.append(i)
-                bar.update(len(active) - len(still_active))
-                active = still_active
-        return [Reduction(words, [words[p] for p in beams[i][0]], beams[i][0],
-                          [[words[p] for p in kept] for kept in beams[i]], premise,
-                          examples[i][1], targets[i], first_scores[i], beam_scores[i][0],
-                          len(words) - len(beams[i][0]))
-                for i, (premise, words) in enumerate(split)]
+        return BeamState(targets, first_scores,
+                         [[tuple(range(len(words)))] for _, words in split],
+                         [[score] for score in first_scores],
+                         [i for i, (_, words) in enumerate(split) if len(words) > 1])
+
+    def _step(self, split, state):
+        """Remove one more word from every active example's beam (in place)."""
+        proposals = self._candidates(split, state.beams, state.active)
+        flat = [(i, kept) for i in state.active for kept in proposals[i]]
+        f, predicted = self.scores([self._encode(split[i], kept) for i, kept in flat])
+        rows_of = {i: [] for i in state.active}
+        for row, (i, _) in enumerate(flat):
+            if predicted[row] == state.targets[i]:
+                rows_of[i].append(row)
+        still_active = []
+        for i, rows in rows_of.items():
+            if not rows:
+                continue   # no removal keeps the prediction: the beam is final
+            # The next beam: the b best by f(y | candidate); ties keep proposal order.
+            target = state.targets[i]
+            width = beam_size(self.max_beam, len(state.beams[i][0]))
+            rows = sorted(rows, key=lambda r: -f[r, target])[:width]
+            state.beams[i] = [flat[r][1] for r in rows]
+            state.beam_scores[i] = [float(f[r, target]) for r in rows]
+            if len(state.beams[i][0]) > 1:
+                still_active.append(i)
+        state.active = still_active
 
     def _encode(self, example, kept):
         """Model input (ids) of an example keeping the word positions `kept`."""
