@@ -180,24 +180,25 @@ def run_names(text):
 def entropy(args):
     """Feng et al.'s Table 2 layout: each run before / after entropy fine-tuning"""
     input_reduction.check_beam(args.beam)
-    rows = []
+    rows, models = [], []
     for run in run_names(args.runs):
         folders = [os.path.join(args.results, name) for name in (run, run + args.suffix)]
         missing = [f for f in folders if not os.path.exists(os.path.join(f, 'args.json'))]
         if missing:
             raise UserError('{} has no args.json; train the run and fine-tune it with '
                             'finetune_entropy.py first'.format(missing[0]))
-        before, after = (measures.cached_measure(model_setup.load_setup(f), args)
-                         for f in folders)
+        setups = [model_setup.load_setup(f) for f in folders]
+        models += map(model_setup.run_description, setups)
+        before, after = (measures.cached_measure(setup, args) for setup in setups)
         rows.append(measures.table_row(run, before, after))
     header = ('# Entropy regularisation (Feng et al. 2018, Table 2 layout): before / after '
               'fine-tuning\n\nAccuracy in %. Reduced length: mean words after input reduction '
               '(gradient, beam {}) of the first {} dev examples; highlights: mean highlighted '
               'words of the first {} test sentences; DkNN: k={}, {}. Paper (SNLI, BIMPM): '
-              'accuracy {} -> {}, reduced length {} -> {}.\n{}\n'.format(
+              'accuracy {} -> {}, reduced length {} -> {}.\n{}\n{}\n'.format(
                   args.beam, args.limit, args.limit, args.k, args.backend,
                   *paper_numbers.ENTROPY['accuracy'], *paper_numbers.ENTROPY['reduced_length'],
-                  cli.provenance()))
+                  model_setup.models_line(models), cli.provenance()))
     write_table(os.path.join(args.out, args.name), rows, list(rows[0]), header)
     print('wrote', os.path.join(args.out, args.name + '.md'))
 
@@ -251,7 +252,7 @@ def faithfulness_summary(args):
 
     Reads each run's faithfulness CSV (the faithfulness command) and writes one row per
     run, classifier and paired difference, with the verdict of its four measures."""
-    rows = []
+    rows, models = [], []
     for run in run_names(args.runs):
         path = os.path.join(args.out, 'faithfulness_{}_{}.csv'.format(run, args.split))
         if not os.path.exists(path):
