@@ -18,7 +18,7 @@ For a loaded setup, token-level examples and a DkNN, `run_faithfulness`
      probabilities=False for them, and with y given as `targets` = the method's own
      prediction on the full input (for p-values the DkNN breaks ties by conformity,
      not by the smaller class id);
-  3. Kendall tau between every pair of methods' importances (faithfulness.kendall_agreement).
+  3. Kendall tau between every pair of methods' importances (faithfulness_stats.kendall_agreement).
 
 Rankings (`rankings_from_maps`): signed importances, most supporting the method's own
 prediction first (faithfulness.ranking_from_scores). A map with a NaN importance (the
@@ -44,6 +44,7 @@ import numpy as np
 
 from deepknn import calibration
 from deepknn import faithfulness
+from deepknn import faithfulness_stats
 from deepknn import saliency
 from deepknn.leave_one_out import ChunkOutputs, chunked_rows, full_input, split_example
 from nlp_utils import UserError
@@ -118,7 +119,7 @@ class Summary:
     classifier: str
     method: str
     measure: str
-    interval: faithfulness.Interval
+    interval: faithfulness_stats.Interval
     baseline: str = None
 
 
@@ -256,7 +257,7 @@ def run_faithfulness(setup, examples, dknn, methods=DEFAULT_METHODS,
                              for interpretation, y in zip(maps[m], targets)])
                 for m in methods}
         measured[name] = ClassifierFaithfulness(name, CLASSIFIERS[name], result, same)
-    agreement = {(a, b): faithfulness.kendall_agreement([m.scores for m in maps[a]],
+    agreement = {(a, b): faithfulness_stats.kendall_agreement([m.scores for m in maps[a]],
                                                         [m.scores for m in maps[b]])
                  for a, b in itertools.combinations(methods, 2)}
     return FaithfulnessRun(
@@ -293,7 +294,7 @@ def summarize(run, n_resamples=1000, confidence=0.95, seed=0):
             values = measure_values(measured.result, ranking, run.curves)
             if ranking in measured.same_prediction:
                 values['same_y'] = measured.same_prediction[ranking].astype(np.float64)
-            rows += [Summary(name, ranking, measure, faithfulness.bootstrap_ci(
+            rows += [Summary(name, ranking, measure, faithfulness_stats.bootstrap_ci(
                 v, n_resamples, confidence, seed)) for measure, v in values.items()]
     return rows
 
@@ -309,7 +310,7 @@ def paired_differences(run, pairs=DIFFERENCE_PAIRS, n_resamples=1000, confidence
                 continue
             a = measure_values(measured.result, method, run.curves)
             b = measure_values(measured.result, baseline, run.curves)
-            rows += [Summary(name, method, measure, faithfulness.paired_bootstrap_ci(
+            rows += [Summary(name, method, measure, faithfulness_stats.paired_bootstrap_ci(
                 a[measure], b[measure], n_resamples, confidence, seed), baseline)
                 for measure in HEADLINE_MEASURES if measure in a]
     return rows

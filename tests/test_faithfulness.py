@@ -1,13 +1,13 @@
 """deepknn.faithfulness: known answers on hand-built models (a bag of words with one
 important word, a constant model, a 3-word lookup table worked out by hand), the
-deduplication of model calls, Kendall agreement and bootstrap intervals."""
+deduplication of model calls, and a paired bootstrap interval of two rankings."""
 import collections
-import warnings
 
 import numpy as np
 import pytest
 
 from deepknn import faithfulness as fa
+from deepknn import faithfulness_stats as fs
 from nlp_utils import UserError
 
 
@@ -249,7 +249,7 @@ def test_other_arguments_are_checked():
         fa.with_baselines({'random': [[0]]}, [1])
 
 
-# ---------------------------------------------------------------- baselines, curves
+# ---------------------------------------------------------------- baselines
 def test_baselines_are_seeded_permutations_and_reversals():
     lengths = [4, 9, 1]
     a, b = fa.random_rankings(lengths, seed=5), fa.random_rankings(lengths, seed=5)
@@ -259,65 +259,17 @@ def test_baselines_are_seeded_permutations_and_reversals():
     assert fa.ranking_from_scores([0.1, 0.5, 0.1, np.nan, 0.9]).tolist() == [4, 1, 0, 2, 3]
 
 
-def test_mean_curve_interpolates_curves_of_different_lengths():
-    # y = 1 - x sampled at 2 and at 5 points, and a constant: all exact under interpolation.
-    curves = [np.array([1.0, 0.0]), np.linspace(1, 0, 5), np.full(4, 0.4)]
-    grid = np.array([0.0, 0.3, 0.5, 1.0])
-    np.testing.assert_allclose(fa.interpolate_curves(curves, grid)[1], [1, 0.7, 0.5, 0])
-    np.testing.assert_allclose(fa.mean_curve(curves, grid),
-                               [(2 + 0.4) / 3, (1.4 + 0.4) / 3, (1 + 0.4) / 3, 0.4 / 3])
-    assert fa.curve_area([1.0, 0.0]) == pytest.approx(0.5)
-    assert fa.curve_fractions(np.zeros(5)).tolist() == [0, 0.25, 0.5, 0.75, 1]
-
-
-# ---------------------------------------------------------------- agreement
-def test_kendall_agreement_known_values_and_undefined_sentences():
-    a = [np.array([0.1, 0.5, 0.3, 0.9]), np.array([1.0, 2.0, 3.0]), np.array([0.7]),
-         np.array([0.2, 0.2, 0.2])]
-    same = fa.kendall_agreement(a, a)
-    assert same.mean == pytest.approx(1.0) and same.n_used == 2
-    assert np.isnan(same.per_sentence[2]) and np.isnan(same.per_sentence[3])
-    reverse = fa.kendall_agreement(a, [-x for x in a])
-    assert reverse.mean == pytest.approx(-1.0) and reverse.n_used == 2
-    # One swapped pair of 3 in a 3-word sentence: tau = (2 - 1) / 3.
-    mixed = fa.kendall_agreement([np.array([1.0, 2.0, 3.0])], [np.array([2.0, 1.0, 3.0])])
-    assert mixed.mean == pytest.approx(1 / 3) and mixed.n_used == 1
-    with warnings.catch_warnings():
-        warnings.simplefilter('error')   # undefined sentences are skipped, not warned about
-        fa.kendall_agreement(a, a)
-    nothing = fa.kendall_agreement([np.array([1.0])], [np.array([2.0])])
-    assert np.isnan(nothing.mean) and nothing.n_used == 0
-    with pytest.raises(UserError, match='scores_a'):
-        fa.kendall_agreement(a, a[:2])
-
-
-# ---------------------------------------------------------------- bootstrap
-def test_bootstrap_interval_contains_the_mean_and_narrows_with_more_sentences():
-    rng = np.random.default_rng(0)
-    few, many = rng.normal(0.3, 0.2, size=20), rng.normal(0.3, 0.2, size=500)
-    small, large = fa.bootstrap_ci(few), fa.bootstrap_ci(many)
-    for interval, values in ((small, few), (large, many)):
-        assert interval.mean == pytest.approx(values.mean())
-        assert interval.low < interval.mean < interval.high
-    assert large.high - large.low < (small.high - small.low) / 2
-    # 500 normal values: the 95% interval is close to mean +- 1.96 standard errors.
-    half_width = 1.96 * many.std() / np.sqrt(len(many))
-    assert (large.high - large.low) / 2 == pytest.approx(half_width, rel=0.15)
-    assert fa.bootstrap_ci(few, seed=1) == fa.bootstrap_ci(few, seed=1)
-    assert small.n == 20 and fa.bootstrap_ci(np.r_[few, np.nan]).n == 20
-    assert fa.bootstrap_ci(np.array([np.nan])).n == 0
-
-
+# ---------------------------------------------------------------- paired bootstrap
 def test_paired_difference_of_a_method_with_itself_is_exactly_zero():
     model, lengths, true = bag_of_words_setup()
     result = fa.evaluate(lengths, fa.with_baselines({'true': true}, lengths), model)
     t, rev = result.methods['true'], result.methods['reversed true']
-    itself = fa.paired_bootstrap_ci(t.aopc_comp, t.aopc_comp)
+    itself = fs.paired_bootstrap_ci(t.aopc_comp, t.aopc_comp)
     assert (itself.mean, itself.low, itself.high) == (0.0, 0.0, 0.0)
     assert not itself.excludes_zero
-    beats = fa.paired_bootstrap_ci(t.aopc_comp, rev.aopc_comp)
+    beats = fs.paired_bootstrap_ci(t.aopc_comp, rev.aopc_comp)
     assert beats.low > 0 and beats.excludes_zero
     with pytest.raises(UserError, match='confidence'):
-        fa.bootstrap_ci([1.0, 2.0], confidence=1.0)
+        fs.bootstrap_ci([1.0, 2.0], confidence=1.0)
     with pytest.raises(UserError, match='values_a'):
-        fa.paired_bootstrap_ci([1.0], [1.0, 2.0])
+        fs.paired_bootstrap_ci([1.0], [1.0, 2.0])

@@ -26,6 +26,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 # 0-1). Every other .py file at the root is a command line (a root script, layer 5).
 BUILDING_BLOCKS = ('nets', 'text_datasets', 'nlp_utils')
 MAX_ROOT_FILES = 12
+# "A module that passes about 400 lines ... is split along the job boundary."
+MAX_MODULE_LINES = 420
 
 # Module -> layer of ARCHITECTURE.md. A module may import only lower layers; within
 # layers 1 and 3 also modules of an earlier or the same sub-layer (3a < 3b < 3c < 3d),
@@ -59,6 +61,7 @@ LAYERS = {
     'deepknn.leave_one_out': '3a',
     'deepknn.dknn': '3a',
     'deepknn.saliency_scores': '3a',
+    'deepknn.faithfulness_stats': '3a',
     'deepknn.training': '3a',
     'deepknn.saliency': '3b',
     'deepknn.dknn_evaluation': '3b',
@@ -314,6 +317,19 @@ def layout_violations(graph, table=LAYERS, max_root_files=MAX_ROOT_FILES):
 def test_the_import_graph_follows_the_layers():
     problems = layout_violations(read_graph(ROOT))
     assert not problems, 'layout violations (ARCHITECTURE.md):\n' + '\n'.join(problems)
+
+
+def test_no_library_module_passes_about_400_lines():
+    long = []
+    for folder, _, names in os.walk(os.path.join(ROOT, 'deepknn')):
+        for name in names:
+            if name.endswith('.py'):
+                path = os.path.join(folder, name)
+                with open(path, encoding='utf-8') as f:
+                    n_lines = sum(1 for _ in f)
+                if n_lines > MAX_MODULE_LINES:
+                    long.append('{} ({} lines)'.format(os.path.relpath(path, ROOT), n_lines))
+    assert not long, 'split along the job boundary: ' + ', '.join(long)
 
 
 def test_the_reader_sees_the_project_and_its_imports():

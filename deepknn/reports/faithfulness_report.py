@@ -12,7 +12,7 @@ import io
 
 import numpy as np
 
-from deepknn import faithfulness
+from deepknn import faithfulness_stats
 from deepknn.reports import plots
 from deepknn.reports.tables import csv_text, markdown_table
 
@@ -138,7 +138,7 @@ def curves_figure(run, title):
                 scores = result.methods[ranking]
                 if run.curves:
                     curves = getattr(scores, kind + '_curves')
-                    x, y = faithfulness.DEFAULT_GRID, faithfulness.mean_curve(curves)
+                    x, y = faithfulness_stats.DEFAULT_GRID, faithfulness_stats.mean_curve(curves)
                 else:
                     x, y = result.fractions, getattr(scores, kind).mean(axis=0)
                 ax.plot(x, y, color=colour, linestyle=style, linewidth=1.3, label=ranking,
