@@ -34,19 +34,13 @@ from deepknn.reports import paper_analyses
 from deepknn.reports import paper_numbers
 from deepknn.reports import plots
 from deepknn.reports import table1 as table1_report
+from deepknn.reports import tables
+from deepknn.reports import training_table
 from deepknn import saliency
 from deepknn import saliency_scores
 from deepknn import calibration
 from deepknn.reports.tables import markdown_table, write_table
 from nlp_utils import UserError
-
-def carried_note(carried, results_dir):
-    if not carried:
-        return ''
-    return ('{} kept from the previous table1_runs.csv (no DkNN report for them under {}): '
-            '{}.\n'.format(nlp_utils.count(len(carried), 'run'), results_dir,
-                           ', '.join(sorted({row['run'] for row in carried}))))
-
 
 def table1(args):
     rows = table1_report.table1_rows(args.results)
@@ -55,7 +49,8 @@ def table1(args):
     if all(row['dknn'] is None for row in rows):
         raise UserError('no result folder under {} has a DkNN test report for Table 1; run '
                         'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
-    produced = cli.provenance()
+    produced, note = cli.provenance(), tables.carried_note(carried, 'table1_runs.csv',
+                                                          args.results)
     columns = ['model', 'dataset', 'vocab', 'softmax', 'softmax_sd', 'dknn', 'dknn_sd',
                'difference', 'dev_softmax', 'dev_dknn', 'paper_softmax', 'paper_dknn', 'seeds',
                'epochs', 'backend']
@@ -67,89 +62,31 @@ def table1(args):
               '840B 300d, one run, no transformer. SNLI: the paper trains on the train split '
               '(its accuracy is from section 4, BiLSTM only); that split is not offline, so ours '
               'trains on SNLI dev and tests on SNLI test. Caveat: {}. Every run: '
-              '[table1_runs.md](table1_runs.md).\n{}{}\n'.format(
-                  pretrained.NLI_CAVEAT, carried_note(carried, args.results), produced))
+              '[table1_runs.md](table1_runs.md).\n{}{}\n'.format(pretrained.NLI_CAVEAT, note, produced))
     summary = table1_report.table1_summary(rows)
     write_table(os.path.join(args.out, 'table1'), summary, columns, header)
     run_columns = ['model', 'dataset', 'run', 'seed', 'vocab', 'softmax', 'dknn', 'difference',
-                   'dev_softmax', 'dev_dknn', 'epochs', 'backend', 'k']
+                   'dev_softmax', 'dev_dknn', 'epochs', 'backend', 'k', 'model_sha256']
     write_table(os.path.join(args.out, 'table1_runs'), rows, run_columns,
-                '# Table 1, every run (%)\n\n{}\n'.format(produced))
+                '# Table 1, every run (%)\n\n{}\n{}{}\n'.format(tables.MODEL_SHA256_NOTE, note,
+                                                           produced))
     print(markdown_table(summary, columns))
 
 
-def training_row(folder):
-    """Accuracy, speed and memory of one training run, from its result folder."""
-    config = model_setup.read_config(os.path.join(folder, 'args.json'))
-    result = nlp_utils.read_json(os.path.join(folder, 'train_result.json'), 'training result',
-                                 dict)
-    log = nlp_utils.read_json(os.path.join(folder, 'log'), 'training log', list)
-    if not log or not isinstance(log[-1], dict) or 'elapsed_time' not in log[-1]:
-        raise UserError('training log {} has no finished epoch; re-train that run or remove '
-                        'it from {}'.format(os.path.join(folder, 'log'), os.path.dirname(folder)))
-    timing = {}
-    if os.path.exists(os.path.join(folder, 'time.txt')):
-        with open(os.path.join(folder, 'time.txt')) as f:
-            words = f.read().split()
-        timing = dict(zip(words[0::2], words[1::2]))
-    return {'dataset': config.dataset, 'model': config.model,
-            'dev': round(100 * result['dev_accuracy'], 1),
-            'test': round(100 * result['test_accuracy'], 1), 'epochs': config.epoch,
-            'seconds_per_epoch': round(log[-1]['elapsed_time'] / log[-1]['epoch'], 1),
-            'peak_memory_mb': round(int(timing['peak_rss_kb']) / 1024) if timing else None,
-            'command': rerun_command(folder, config)}
-
-
-# train_text_classifier.py's defaults of the settings a run may change (args.json keys).
-RERUN_DEFAULTS = (('epoch', 30), ('seed', 777), ('vocab', 'pretrained'), ('layer', 3),
-                  ('unit', 300), ('dropout', 0.4), ('batchsize', 64), ('n_calib', 1000),
-                  ('dev_fraction', 0.1), ('min_freq', 2), ('max_vocab', None),
-                  ('label_noise', 0.0), ('label_noise_seed', 0))
-
-
-# A transformer's units, layers and dropout are its checkpoint's, not flags.
-TRANSFORMER_RERUN_DEFAULTS = (('epoch', 3), ('seed', 777), ('batchsize', 32), ('lr', 3e-5),
-                              ('warmup', 0.1), ('max_length', 128), ('n_calib', 1000),
-                              ('dev_fraction', 0.1), ('label_noise', 0.0),
-                              ('label_noise_seed', 0))
-
-
-def rerun_command(folder, config):
-    """The scripts/train_and_dknn.sh call that makes this result folder again."""
-    name, default_name = os.path.basename(folder), '{}_{}'.format(config.dataset,
-                                                                 config.model)
-    settings = config.to_json()   # folders from before --vocab have vocab 'train'
-    defaults = (TRANSFORMER_RERUN_DEFAULTS if model_setup.is_transformer(config)
-                else RERUN_DEFAULTS)
-    flags = ''.join(' --{} {}'.format(key.replace('_', '-'), settings[key])
-                    for key, default in defaults if settings.get(key, default) != default)
-    if config.char_based:
-        flags += ' --char-based'
-    for flag in ('train_file', 'test_file', 'dev_file', 'exclude_train', 'pretrained'):
-        if getattr(config, flag):
-            flags += ' --{} .../{}'.format(flag.replace('_', '-'),
-                                           os.path.basename(getattr(config, flag)))
-    prefix = '' if name == default_name else 'RUN={} '.format(name)
-    return '{}scripts/train_and_dknn.sh {} {}{}'.format(prefix, config.dataset,
-                                                          config.model, flags)
-
-
 def training(args):
-    # demo_* folders come from `make demo`, not from train_and_dknn.sh.
-    folders = sorted(os.path.join(args.results, name) for name in os.listdir(args.results)
-                     if not name.startswith('demo_')
-                     and os.path.exists(os.path.join(args.results, name, 'train_result.json')))
-    if not folders:
+    rows, carried = training_table.training_rows(args.results,
+                                                 os.path.join(args.out, 'training.csv'))
+    if not rows:
         raise UserError('no result folder under {} has a train_result.json; train with '
                         'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
-    rows = [training_row(folder) for folder in folders]
-    columns = ['dataset', 'model', 'dev', 'test', 'epochs', 'seconds_per_epoch',
-               'peak_memory_mb', 'command']
     header = ('# Training runs on this 2-core CPU (GloVe 6B 50d, accuracy in %)\n\n'
               'Runs shared the 2 cores with other jobs part of the time, so seconds per '
-              'epoch vary by up to 2x between runs. {}\n'.format(cli.provenance()))
-    write_table(os.path.join(args.out, 'training'), rows, columns, header)
-    print(markdown_table(rows, columns))
+              'epoch vary by up to 2x between runs. {}\n{}{}\n'.format(
+                  tables.MODEL_SHA256_NOTE, tables.carried_note(carried, 'training.csv',
+                                                                args.results),
+                  cli.provenance()))
+    write_table(os.path.join(args.out, 'training'), rows, training_table.COLUMNS, header)
+    print(markdown_table(rows, training_table.COLUMNS))
 
 
 def reliability(args):

@@ -354,8 +354,23 @@ def models_line(descriptions):
 
 
 def _description(result_dir, model_path):
-    digest = nlp_utils.file_digest(os.path.join(result_dir, model_path), 'sha256')
-    return '{} (model sha256 {})'.format(os.path.relpath(result_dir), digest[:12])
+    return '{} (model sha256 {})'.format(os.path.relpath(result_dir),
+                                         model_digest(result_dir, model_path))
+
+
+def model_digest(result_dir, model_path):
+    """The first 12 hex digits of the sha256 of a result folder's weights file: enough
+    to tell two models apart in a table, short enough to read."""
+    path = os.path.join(result_dir, model_path)
+    if not os.path.exists(path):
+        raise UserError('{} does not exist: {} lacks its weights; re-train that run or move '
+                        'it out of {}'.format(path, result_dir, os.path.dirname(result_dir)))
+    return nlp_utils.file_digest(path, 'sha256')[:12]
+
+
+def folder_digest(result_dir):
+    """model_digest of a finished result folder, its weights named by its args.json."""
+    return model_digest(result_dir, read_config(os.path.join(result_dir, 'args.json')).model_path)
 
 
 def load_setup(args_path, gpu=-1, data_dir=None):

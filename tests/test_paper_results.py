@@ -12,6 +12,7 @@ from deepknn.reports import paper_numbers
 import paper_results
 from deepknn.reports import table1 as table1_report
 from deepknn.reports import tables
+from deepknn.reports import training_table
 from deepknn.model_setup import RunConfig
 from deepknn.leave_one_out import Interpretation
 from nlp_utils import UserError
@@ -63,11 +64,15 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     (folder / 'dknn_dev_kdtree.json').write_text(json.dumps(
         {'softmax_accuracy': 0.85, 'dknn_accuracy': 0.86, 'backend': 'kdtree', 'k': 75}))
     (folder / 'args.json').write_text(args_json(epoch=30, seed=777))
+    (folder / 'best_model.npz').write_bytes(b'trec weights')
     seed = tmp_path / 'TREC_cnn_seed1'
     seed.mkdir()
     (seed / 'dknn_test_faiss.json').write_text(json.dumps(
         {'softmax_accuracy': 0.5, 'dknn_accuracy': 0.5, 'backend': 'faiss', 'k': 5}))
     (seed / 'args.json').write_text(args_json(epoch=2, seed=1))
+    with pytest.raises(UserError, match=r'TREC_cnn_seed1/best_model.npz does not exist'):
+        table1_report.table1_rows(str(tmp_path))     # a report without its model
+    (seed / 'best_model.npz').write_bytes(b'seed weights')
     rows = table1_report.table1_rows(str(tmp_path))
     trec, trec_seed = [r for r in rows if r['model'] == 'CNN' and r['dataset'] == 'TREC']
     assert trec_seed['run'] == 'TREC_cnn_seed1' and trec_seed['softmax'] == 50.0
@@ -75,6 +80,7 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     assert (trec['paper_softmax'], trec['paper_dknn']) == (92.8, 92.4)
     assert (trec['dev_softmax'], trec['dev_dknn']) == (85.0, 86.0)
     assert trec_seed['dev_dknn'] is None and trec_seed['backend'] == 'faiss'
+    assert trec['model_sha256'] == hashlib.sha256(b'trec weights').hexdigest()[:12]
     sst = [r for r in rows if r['model'] == 'BiLSTM' and r['dataset'] == 'SST'][0]
     assert sst['softmax'] is None
     snli = {r['model']: r for r in rows if r['dataset'] == 'SNLI'}   # section 4's numbers
@@ -114,6 +120,7 @@ def test_table1_leaves_out_entropy_finetuned_models(tmp_path):
         (folder / 'dknn_test_faiss.json').write_text(json.dumps(
             {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.9, 'backend': 'faiss', 'k': 75}))
         (folder / 'args.json').write_text(args_json(epoch=30, seed=777, **extra))
+        (folder / 'best_model.npz').write_bytes(b'weights')
     rows = [r for r in table1_report.table1_rows(str(tmp_path)) if r['dataset'] == 'TREC'
             and r['model'] == 'CNN']
     assert [r['run'] for r in rows] == ['TREC_cnn']
@@ -128,19 +135,24 @@ def test_table1_keeps_the_rows_of_runs_it_cannot_measure_here(tmp_path):
     (folder / 'dknn_test_faiss.json').write_text(json.dumps(
         {'softmax_accuracy': 0.95, 'dknn_accuracy': 0.94, 'backend': 'faiss', 'k': 75}))
     (folder / 'args.json').write_text(args_json(epoch=3, seed=777, model='minilm', vocab='pretrained'))
-    columns = 'model,dataset,run,seed,vocab,softmax,dknn,difference,dev_softmax,dev_dknn,epochs,backend,k'
+    (folder / 'best_model.npz').write_bytes(b'minilm weights')
+    columns = ('model,dataset,run,seed,vocab,softmax,dknn,difference,dev_softmax,dev_dknn,epochs,'
+               'backend,k,model_sha256')
     (out / 'table1_runs.csv').write_text('\n'.join([
         columns,
-        'CNN,TREC,TREC_cnn,777,pretrained,91.0,92.0,1.0,89.0,88.0,30,faiss,75',
-        'CNN,TREC,TREC_cnn_seed1,1,pretrained,93.0,92.0,-1.0,,,30,faiss,75',
-        'MiniLM,TREC,TREC_minilm,777,pretrained,10.0,10.0,0.0,,,3,faiss,75',   # stale
-        'CNN,SUBJ,subj_cnn,777,pretrained,92.0,92.5,0.5,,,30,faiss,75',   # retraining
-        'BiLSTM,SST,stsa.binary_bilstm,,,,,,,,,,']) + '\n')       # never ran: not carried
+        'CNN,TREC,TREC_cnn,777,pretrained,91.0,92.0,1.0,89.0,88.0,30,faiss,75,0123456789ab',
+        'CNN,TREC,TREC_cnn_seed1,1,pretrained,93.0,92.0,-1.0,,,30,faiss,75,',   # no hash
+        'MiniLM,TREC,TREC_minilm,777,pretrained,10.0,10.0,0.0,,,3,faiss,75,',   # stale
+        'CNN,SUBJ,subj_cnn,777,pretrained,92.0,92.5,0.5,,,30,faiss,75,',   # retraining
+        'BiLSTM,SST,stsa.binary_bilstm,,,,,,,,,,,']) + '\n')       # never ran: not carried
     (results / 'subj_cnn').mkdir()                          # no DkNN report yet
     paper_results.main(['--results', str(results), '--out', str(out), '--overwrite', 'table1'])
     with open(out / 'table1_runs.csv') as f:
         runs = {row['run']: row for row in csv.DictReader(f)}
     assert runs['TREC_minilm']['softmax'] == '95.0'
+    assert runs['TREC_minilm']['model_sha256'] == hashlib.sha256(b'minilm weights').hexdigest()[:12]
+    assert runs['TREC_cnn']['model_sha256'] == '0123456789ab'           # kept as tabled
+    assert runs['TREC_cnn_seed1']['model_sha256'] == 'not recorded'
     assert (runs['TREC_cnn']['dknn'], runs['TREC_cnn_seed1']['seed']) == ('92.0', '1')
     assert runs['stsa.binary_bilstm']['softmax'] == ''
     with open(out / 'table1.csv') as f:
@@ -150,6 +162,9 @@ def test_table1_keeps_the_rows_of_runs_it_cannot_measure_here(tmp_path):
     assert runs['subj_cnn']['dknn'] == '92.5'
     assert '3 runs kept from the previous table1_runs.csv' in header
     assert 'TREC_cnn, TREC_cnn_seed1, subj_cnn.' in header
+    assert '2 of them were tabled before tables named their weights' in header
+    runs_header = (out / 'table1_runs.md').read_text()
+    assert '2 of them were tabled' in runs_header and 'model_sha256: the first 12' in runs_header
 
 
 def test_mean_highlighted_under_each_normalization():
@@ -205,23 +220,78 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
     assert rows['calibrated']['paper_highlighted'] == ''
 
 
+def training_folder(results, name, weights, **values):
+    folder = results / name
+    folder.mkdir(parents=True)
+    (folder / 'args.json').write_text(args_json(**{'vocab': 'pretrained', **values}))
+    (folder / 'best_model.npz').write_bytes(weights)
+    (folder / 'train_result.json').write_text(json.dumps(
+        {'dev_accuracy': 0.875, 'test_accuracy': 0.9}))
+    (folder / 'log').write_text(json.dumps([{'epoch': 4, 'elapsed_time': 10.0}]))
+    (folder / 'time.txt').write_text('peak_rss_kb 204800 wall_s 12.5\n')
+
+
+def test_training_table_names_each_run_and_its_weights_and_keeps_runs_trained_elsewhere(
+        tmp_path):
+    results, out = tmp_path / 'results', tmp_path / 'out'
+    training_folder(results, 'TREC_cnn', b'cnn weights', epoch=4)
+    training_folder(results, 'TREC_cnn_seed1', b'seed weights', epoch=4, seed=1)
+    out.mkdir()
+    # An earlier table without the run and model_sha256 columns: runs read off the commands.
+    (out / 'training.csv').write_text('\n'.join([
+        'dataset,model,dev,test,epochs,seconds_per_epoch,peak_memory_mb,command',
+        'TREC,cnn,10.0,10.0,4,1.0,100,scripts/train_and_dknn.sh TREC cnn --epoch 4',  # stale
+        'subj,bilstm,93.9,93.7,10,202.0,,scripts/train_and_dknn.sh subj bilstm --epoch 10',
+        'TREC,cnn,86.8,89.8,30,1.9,121,RUN=TREC_cnn_trainvocab scripts/train_and_dknn.sh '
+        'TREC cnn --vocab train']) + '\n')
+    paper_results.main(['--results', str(results), '--out', str(out), '--overwrite',
+                        'training'])
+    with open(out / 'training.csv') as f:
+        rows = {row['run']: row for row in csv.DictReader(f)}
+    assert list(rows) == ['TREC_cnn', 'TREC_cnn_seed1', 'TREC_cnn_trainvocab', 'subj_bilstm']
+    fresh = rows['TREC_cnn']
+    assert fresh['model_sha256'] == hashlib.sha256(b'cnn weights').hexdigest()[:12]
+    assert (fresh['dev'], fresh['test'], fresh['seconds_per_epoch'],
+            fresh['peak_memory_mb']) == ('87.5', '90.0', '2.5', '200')
+    assert rows['TREC_cnn_seed1']['model_sha256'] == hashlib.sha256(b'seed weights').hexdigest()[:12]
+    assert rows['TREC_cnn_seed1']['command'] == (
+        'RUN=TREC_cnn_seed1 scripts/train_and_dknn.sh TREC cnn --epoch 4 --seed 1')
+    assert rows['subj_bilstm']['model_sha256'] == 'not recorded'
+    assert (rows['subj_bilstm']['test'], rows['subj_bilstm']['peak_memory_mb']) == ('93.7', '')
+    text = (out / 'training.md').read_text()
+    assert '2 runs kept from the previous training.csv' in text
+    assert 'TREC_cnn_trainvocab, subj_bilstm.' in text and '2 of them were tabled' in text
+    assert '| subj | bilstm | subj_bilstm | 93.9 | 93.7 | 10 | 202.0 | not run | not recorded |' in text
+    # Rerun on its own output: the carried rows stay as they are, now with a run column.
+    paper_results.main(['--results', str(results), '--out', str(out), '--overwrite',
+                        'training'])
+    with open(out / 'training.csv') as f:
+        assert {row['run']: row for row in csv.DictReader(f)} == rows
+
+
+def test_training_table_rejects_an_unreadable_earlier_row(tmp_path):
+    (tmp_path / 'training.csv').write_text('dataset,model,command\nTREC,cnn,python train.py\n')
+    with pytest.raises(UserError, match=r'training.csv line 2: unreadable training row'):
+        training_table.carried_rows(str(tmp_path / 'training.csv'), [])
+
+
 def test_rerun_command_names_every_changed_setting():
     config = RunConfig.from_json(json.loads(args_json(
         dataset='cad-snli-augmented', model='bilstm', epoch=30, seed=777, vocab='pretrained',
         layer=1, n_calib=833, unit=300, dev_file='/data/snli_1.0/snli_1.0_dev.jsonl')))
-    assert paper_results.rerun_command('results/cad-snli-augmented_bilstm', config) == (
+    assert training_table.rerun_command('results/cad-snli-augmented_bilstm', config) == (
         'scripts/train_and_dknn.sh cad-snli-augmented bilstm --layer 1 --n-calib 833'
         ' --dev-file .../snli_1.0_dev.jsonl')
     old_run = RunConfig.from_json(json.loads(args_json(epoch=5, seed=1)))   # before --vocab
-    assert paper_results.rerun_command('results/TREC_cnn_x', old_run) == (
+    assert training_table.rerun_command('results/TREC_cnn_x', old_run) == (
         'RUN=TREC_cnn_x scripts/train_and_dknn.sh TREC cnn --epoch 5 --seed 1 --vocab train')
     # A transformer's units, layers and dropout are its checkpoint's: never shown as flags.
     minilm = RunConfig.from_json(json.loads(args_json(
         dataset='stsa.binary', model='minilm', epoch=3, batchsize=32, lr=3e-5, unit=384,
         layer=6, dropout=0.1, vocab='pretrained')))
-    assert paper_results.rerun_command('results/stsa.binary_minilm', minilm) == (
+    assert training_table.rerun_command('results/stsa.binary_minilm', minilm) == (
         'scripts/train_and_dknn.sh stsa.binary minilm')
-    assert paper_results.rerun_command('results/stsa.binary_minilm', minilm.replace(
+    assert training_table.rerun_command('results/stsa.binary_minilm', minilm.replace(
         epoch=5, lr=2e-5)).endswith('minilm --epoch 5 --lr 2e-05')
 
 

@@ -5,7 +5,6 @@ table1_summary. A run without a DkNN report in this checkout keeps its row from
 the previous table (carried_rows), so regenerating the table after adding one model never
 drops the numbers of models trained elsewhere.
 """
-import csv
 import os
 
 import numpy as np
@@ -14,6 +13,7 @@ from deepknn import dknn_evaluation
 from deepknn import knn_index
 from deepknn import model_setup
 from deepknn.reports import paper_numbers
+from deepknn.reports import tables
 import nlp_utils
 from nlp_utils import UserError
 
@@ -24,8 +24,8 @@ TABLE1_DATASETS = [('stsa.binary', 'SST'), ('custrev', 'CR'), ('TREC', 'TREC'),
 
 def read_runs(folder):
     """The DkNN test reports of a result folder, one per backend that was run, each
-    with `epoch` and, where DkNN also ran on dev, `dev_softmax_accuracy` and
-    `dev_dknn_accuracy`. [] when DkNN was not run."""
+    with `epoch`, `seed`, `vocab`, `model_sha256` and, where DkNN also ran on dev,
+    `dev_softmax_accuracy` and `dev_dknn_accuracy`. [] when DkNN was not run."""
     reports = []
     for backend in knn_index.BACKENDS:
         test, dev = (os.path.join(folder, dknn_evaluation.output_names(split, backend)[0])
@@ -36,7 +36,8 @@ def read_runs(folder):
         config = model_setup.read_config(os.path.join(folder, 'args.json'))
         if 'finetuned_from' in config.extra:   # an entropy fine-tuned model: not Table 1
             return []
-        report.update(epoch=config.epoch, seed=config.seed, vocab=config.vocab)
+        report.update(epoch=config.epoch, seed=config.seed, vocab=config.vocab,
+                      model_sha256=model_setup.model_digest(folder, config.model_path))
         if os.path.exists(dev):
             dev_report = nlp_utils.read_json(dev, 'DkNN report', dict)
             report.update(dev_softmax_accuracy=dev_report['softmax_accuracy'],
@@ -71,7 +72,8 @@ def table1_empty_row(name, model, short):
     return {'model': model_setup.MODEL_NAMES[model], 'dataset': short, 'run': name,
             'paper_softmax': paper_softmax, 'paper_dknn': paper_dknn, 'softmax': None,
             'dknn': None, 'difference': None, 'dev_softmax': None, 'dev_dknn': None,
-            'epochs': None, 'backend': None, 'k': None, 'seed': None, 'vocab': None}
+            'epochs': None, 'backend': None, 'k': None, 'seed': None, 'vocab': None,
+            'model_sha256': None}
 
 
 def table1_row(results_dir, name, model, short):
@@ -84,7 +86,8 @@ def table1_row(results_dir, name, model, short):
                          epochs=report['epoch'], seed=report['seed'], vocab=report['vocab'],
                          dev_softmax=percent(report.get('dev_softmax_accuracy')),
                          dev_dknn=percent(report.get('dev_dknn_accuracy')),
-                         backend=report['backend'], k=report['k']))
+                         backend=report['backend'], k=report['k'],
+                         model_sha256=report['model_sha256']))
     return rows
 
 
@@ -121,16 +124,13 @@ NUMERIC_COLUMNS = ('softmax', 'dknn', 'difference', 'dev_softmax', 'dev_dknn', '
 
 def carried_rows(previous_csv, rows):
     """The rows of an earlier table1_runs.csv for runs the new rows do not measure (their
-    folder is not in this checkout, or has no DkNN report yet), numbers parsed back; []
-    without that file. Rows that never ran ('not run') are not carried: the new table
+    folder is not in this checkout, or has no DkNN report yet), numbers parsed back and
+    model_sha256 kept (tables.NOT_RECORDED where that table had none); [] without that
+    file. Rows that never ran ('not run') are not carried: the new table
     has its own."""
-    if not os.path.exists(previous_csv):
-        return []
     fresh = {row['run'] for row in rows if row['softmax'] is not None}
-    with open(previous_csv, newline='', encoding='utf-8') as f:
-        previous = list(csv.DictReader(f))
     carried = []
-    for line, row in enumerate(previous, start=2):
+    for line, row in tables.previous_rows(previous_csv):
         if not row.get('softmax') or row['run'] in fresh:
             continue
         try:
@@ -146,7 +146,8 @@ def carried_rows(previous_csv, rows):
                             'rebuild Table 1 from the folders alone'.format(
                                 previous_csv, line, row.get('model')))
         empty = table1_empty_row(row['run'], model, row['dataset'])
-        carried.append(dict(empty, **parsed, backend=row['backend'], vocab=row['vocab']))
+        carried.append(dict(empty, **parsed, backend=row['backend'], vocab=row['vocab'],
+                            model_sha256=row.get('model_sha256') or tables.NOT_RECORDED))
     return carried
 
 

@@ -1,8 +1,14 @@
 """Result tables: Markdown for reading, CSV for computing, written side by side."""
 import csv
 import io
+import os
 
 import nlp_utils
+
+# The model_sha256 of a row carried from a table written before tables named their weights.
+NOT_RECORDED = 'not recorded'
+MODEL_SHA256_NOTE = ('model_sha256: the first 12 hex digits of the sha256 of the weights file '
+                     'of the row\'s run folder.')
 
 
 def markdown_table(rows, columns):
@@ -32,3 +38,29 @@ def table_writes(path_stem, rows, columns, header):
 def write_table(path_stem, rows, columns, header):
     """PATH_STEM.md and PATH_STEM.csv (table_writes), renamed into place together."""
     nlp_utils.atomic_write_files(table_writes(path_stem, rows, columns, header))
+
+
+def previous_rows(previous_csv):
+    """(line number, row) of each data row of a table's earlier CSV, rows as dicts of
+    strings; [] without that file. Tables that gather result folders keep from it the
+    rows of runs this checkout does not have (trained elsewhere)."""
+    if not os.path.exists(previous_csv):
+        return []
+    with open(previous_csv, newline='', encoding='utf-8') as f:
+        return list(enumerate(csv.DictReader(f), start=2))
+
+
+def carried_note(carried, table, results_dir):
+    """The header lines naming the rows kept from TABLE's previous CSV and those of them
+    without a recorded model hash; '' when none were kept."""
+    if not carried:
+        return ''
+    runs = sorted({row['run'] for row in carried})
+    unhashed = sorted({row['run'] for row in carried if row['model_sha256'] == NOT_RECORDED})
+    note = '{} kept from the previous {} (nothing under {} to measure them from): {}.\n'.format(
+        nlp_utils.count(len(runs), 'run'), table, results_dir, ', '.join(runs))
+    if unhashed:
+        note += ('{} of them were tabled before tables named their weights (model_sha256 '
+                 '"{}"); retraining one with its command in training.md records it.\n'.format(
+                     len(unhashed), NOT_RECORDED))
+    return note

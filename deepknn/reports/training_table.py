@@ -1,0 +1,120 @@
+"""The training table: accuracy, speed, memory and weights hash of every training run.
+
+One row per result folder (training_rows), each with the scripts/train_and_dknn.sh call
+that makes it again (rerun_command). As in Table 1, the rows of runs this checkout does
+not have are kept from the previous training.csv (carried_rows).
+"""
+import os
+
+from deepknn import model_setup
+from deepknn.reports import tables
+import nlp_utils
+from nlp_utils import UserError
+
+COLUMNS = ['dataset', 'model', 'run', 'dev', 'test', 'epochs', 'seconds_per_epoch',
+           'peak_memory_mb', 'model_sha256', 'command']
+
+# train_text_classifier.py's defaults of the settings a run may change (args.json keys).
+RERUN_DEFAULTS = (('epoch', 30), ('seed', 777), ('vocab', 'pretrained'), ('layer', 3),
+                  ('unit', 300), ('dropout', 0.4), ('batchsize', 64), ('n_calib', 1000),
+                  ('dev_fraction', 0.1), ('min_freq', 2), ('max_vocab', None),
+                  ('label_noise', 0.0), ('label_noise_seed', 0))
+
+# A transformer's units, layers and dropout are its checkpoint's, not flags.
+TRANSFORMER_RERUN_DEFAULTS = (('epoch', 3), ('seed', 777), ('batchsize', 32), ('lr', 3e-5),
+                              ('warmup', 0.1), ('max_length', 128), ('n_calib', 1000),
+                              ('dev_fraction', 0.1), ('label_noise', 0.0),
+                              ('label_noise_seed', 0))
+
+
+def training_folders(results_dir):
+    """The trained result folders under RESULTS_DIR (those with a train_result.json),
+    sorted; demo_* folders come from `make demo`, not from train_and_dknn.sh."""
+    names = sorted(os.listdir(results_dir)) if os.path.isdir(results_dir) else []
+    return [os.path.join(results_dir, name) for name in names if not name.startswith('demo_')
+            and os.path.exists(os.path.join(results_dir, name, 'train_result.json'))]
+
+
+def training_row(folder):
+    """Accuracy (%), seconds per epoch, peak memory (MB, None without time.txt), weights
+    hash and rerun command of one training run, from its result folder."""
+    config = model_setup.read_config(os.path.join(folder, 'args.json'))
+    result = nlp_utils.read_json(os.path.join(folder, 'train_result.json'), 'training result',
+                                 dict)
+    log = nlp_utils.read_json(os.path.join(folder, 'log'), 'training log', list)
+    if not log or not isinstance(log[-1], dict) or 'elapsed_time' not in log[-1]:
+        raise UserError('training log {} has no finished epoch; re-train that run or remove '
+                        'it from {}'.format(os.path.join(folder, 'log'), os.path.dirname(folder)))
+    timing = {}
+    if os.path.exists(os.path.join(folder, 'time.txt')):
+        with open(os.path.join(folder, 'time.txt')) as f:
+            words = f.read().split()
+        timing = dict(zip(words[0::2], words[1::2]))
+    return {'dataset': config.dataset, 'model': config.model, 'run': os.path.basename(folder),
+            'dev': round(100 * result['dev_accuracy'], 1),
+            'test': round(100 * result['test_accuracy'], 1), 'epochs': config.epoch,
+            'seconds_per_epoch': round(log[-1]['elapsed_time'] / log[-1]['epoch'], 1),
+            'peak_memory_mb': round(int(timing['peak_rss_kb']) / 1024) if timing else None,
+            'model_sha256': model_setup.model_digest(folder, config.model_path),
+            'command': rerun_command(folder, config)}
+
+
+def rerun_command(folder, config):
+    """The scripts/train_and_dknn.sh call that makes this result folder again."""
+    name, default_name = os.path.basename(folder), '{}_{}'.format(config.dataset,
+                                                                 config.model)
+    settings = config.to_json()   # folders from before --vocab have vocab 'train'
+    defaults = (TRANSFORMER_RERUN_DEFAULTS if model_setup.is_transformer(config)
+                else RERUN_DEFAULTS)
+    flags = ''.join(' --{} {}'.format(key.replace('_', '-'), settings[key])
+                    for key, default in defaults if settings.get(key, default) != default)
+    if config.char_based:
+        flags += ' --char-based'
+    for flag in ('train_file', 'test_file', 'dev_file', 'exclude_train', 'pretrained'):
+        if getattr(config, flag):
+            flags += ' --{} .../{}'.format(flag.replace('_', '-'),
+                                           os.path.basename(getattr(config, flag)))
+    prefix = '' if name == default_name else 'RUN={} '.format(name)
+    return '{}scripts/train_and_dknn.sh {} {}{}'.format(prefix, config.dataset,
+                                                          config.model, flags)
+
+
+def run_of_command(command):
+    """The run folder name a rerun_command makes: RUN=name, else DATASET_MODEL. Reads the
+    rows of training.csv files written before the table had a run column."""
+    words = command.split()
+    if words and words[0].startswith('RUN='):
+        return words[0][len('RUN='):]
+    try:
+        dataset, model = words[words.index('scripts/train_and_dknn.sh') + 1:][:2]
+    except ValueError:
+        raise UserError('unreadable command {!r}'.format(command)) from None
+    return '{}_{}'.format(dataset, model)
+
+
+def carried_rows(previous_csv, rows):
+    """The rows of an earlier training.csv for runs not among ROWS, as written (blank
+    cells None); model_sha256 tables.NOT_RECORDED where that table had none; []
+    without that file."""
+    fresh = {row['run'] for row in rows}
+    carried = []
+    for line, row in tables.previous_rows(previous_csv):
+        try:
+            run = row.get('run') or run_of_command(row['command'] or '')
+            kept = {column: row.get(column) or None for column in COLUMNS}
+        except (KeyError, UserError) as error:
+            raise UserError('{} line {}: unreadable training row ({}); delete that row or '
+                            'the file to rebuild the table from the folders alone'.format(
+                                previous_csv, line, error)) from None
+        if run not in fresh:
+            carried.append(dict(kept, run=run,
+                                model_sha256=kept['model_sha256'] or tables.NOT_RECORDED))
+    return carried
+
+
+def training_rows(results_dir, previous_csv):
+    """(rows, carried): a row per trained folder under RESULTS_DIR plus the carried
+    rows of PREVIOUS_CSV, sorted by run name; carried alone, for the header's note."""
+    rows = [training_row(folder) for folder in training_folders(results_dir)]
+    carried = carried_rows(previous_csv, rows)
+    return sorted(rows + carried, key=lambda row: row['run']), carried
