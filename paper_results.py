@@ -79,7 +79,8 @@ def training(args):
     if not rows:
         raise UserError('no result folder under {} has a train_result.json; train with '
                         'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
-    header = ('# Training runs on this 2-core CPU (GloVe 6B 50d, accuracy in %)\n\n'
+    header = ('# Training runs on this 2-core CPU (accuracy in %)\n\nCNN and BiLSTM on GloVe 6B '
+              '50d; MiniLM fine-tuned from all-MiniLM-L6-v2. '
               'Runs shared the 2 cores with other jobs part of the time, so seconds per '
               'epoch vary by up to 2x between runs. {}\n{}{}\n'.format(
                   tables.MODEL_SHA256_NOTE, tables.carried_note(carried, 'training.csv',
