@@ -57,10 +57,10 @@ def carried_note(carried, table, results_dir):
         return ''
     runs = sorted({row['run'] for row in carried})
     unhashed = sorted({row['run'] for row in carried if row['model_sha256'] == NOT_RECORDED})
-    note = '{} kept from the previous {} (nothing under {} to measure them from): {}.\n'.format(
+    note = '{} kept from the previous {} (no result folder under {} to measure): {}.\n'.format(
         nlp_utils.count(len(runs), 'run'), table, results_dir, ', '.join(runs))
     if unhashed:
-        note += ('{} of them were tabled before tables named their weights (model_sha256 '
-                 '"{}"); retraining one with its command in training.md records it.\n'.format(
-                     len(unhashed), NOT_RECORDED))
+        note += ('{} of them {} tabled before tables named their weights (model_sha256 '
+                 '"{}"); retraining with its command in training.md records it.\n'.format(
+                     len(unhashed), 'was' if len(unhashed) == 1 else 'were', NOT_RECORDED))
     return note
