@@ -367,12 +367,6 @@ def model_digest(result_dir, model_path):
                         'it out of {}'.format(path, result_dir, os.path.dirname(result_dir)))
     return nlp_utils.file_digest(path, 'sha256')[:12]
 
-
-def folder_digest(result_dir):
-    """model_digest of a finished result folder, its weights named by its args.json."""
-    return model_digest(result_dir, read_config(os.path.join(result_dir, 'args.json')).model_path)
-
-
 def load_setup(args_path, gpu=-1, data_dir=None):
     """Rebuild model, vocabulary and splits from a result folder's args.json.
 
