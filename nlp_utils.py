@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import zipfile
+import zlib
 
 import chainer
 import numpy as np
@@ -151,12 +152,62 @@ def _write_npz(f, arrays):
     archive = zipfile.ZipFile(f, mode='w', compression=zipfile.ZIP_STORED, allowZip64=True)
     try:
         for name, array in arrays.items():
-            with archive.open(name + '.npy', 'w', force_zip64=True) as member:
+            # A fixed time stamp: the same arrays give the same bytes on every save.
+            info = zipfile.ZipInfo(name + '.npy', date_time=(1980, 1, 1, 0, 0, 0))
+            with archive.open(info, 'w', force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
     except BaseException:
         archive.fp = None     # nothing more to write into a failing file, now or at exit
         raise
     archive.close()
+
+
+def link_arrays(link):
+    """{name: numpy array} of a Chain's parameters and persistent values, the names
+    Chainer's npz serializer gives them ('encoder/W', ...); a dict of such arrays (what
+    Chainer's snapshot extensions hand their `savefun`) is taken as it is."""
+    if not isinstance(link, dict):
+        serializer = chainer.serializers.DictionarySerializer()
+        serializer.save(link)
+        link = serializer.target
+    return {name: chainer.backend.CpuDevice().send(array) for name, array in link.items()}
+
+
+def write_link_npz(f, link):
+    """Write `link` (a Chain, or link_arrays of one) as chainer.serializers.save_npz
+    would, but with the members in name order: Chainer keeps a Chain's children in a
+    set, so its own member order follows the process's hash seed and bit-identical
+    weights got different file digests."""
+    arrays = link_arrays(link)
+    _write_npz(f, {name: arrays[name] for name in sorted(arrays)})
+
+
+def save_link_npz(path, link):
+    """A Chainer snapshot `savefun` (path, link or its arrays): write_link_npz."""
+    with open(path, 'wb') as f:
+        write_link_npz(f, link)
+
+
+def parameters_digest(arrays):
+    """sha256 (hex) of {name: array} in name order: each name, dtype, shape and the
+    array's bytes. Equal for equal weights, however the file holding them was laid out."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode('utf-8'))
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def npz_parameters_digest(path, what='model file', fix='re-train'):
+    """parameters_digest of the arrays of an npz file (read with pickle off); a file
+    that is no readable npz is a UserError naming it."""
+    check_npz(path, what, fix)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return parameters_digest({name: npz[name] for name in npz.files})
+    except (OSError, ValueError, zipfile.BadZipFile, zlib.error) as error:
+        raise UserError('{} {} is not a readable npz file ({}); {}'.format(what, path, error, fix))
 
 
 def json_write(path, obj):

@@ -23,7 +23,6 @@ from deepknn import saliency
 from deepknn.reports import saliency_report
 from deepknn.reports.tables import markdown_table, write_table
 import nlp_utils
-import text_datasets
 from nlp_utils import UserError
 
 
@@ -41,14 +40,6 @@ def parse_args(argv=None):
     cli.add_device(parser)
     cli.add_overwrite(parser)
     return parser.parse_args(argv)
-
-
-def read_inputs(setup, path):
-    """[(line number, tokens)] of the user's file, case folded to the vocabulary."""
-    config = setup.config
-    return [(number, nlp_utils.fold_case(tokens, setup.vocab)) for number, tokens in
-            text_datasets.read_new_inputs(path, config.dataset, config.pair, config.char_based,
-                                          config.train_file)]
 
 
 def unknown_words(tokens, vocab):
@@ -94,7 +85,7 @@ def main(argv=None):
                             args.methods), 'methods')
     settings = saliency_report.page_settings(setup, methods, args.k, args.backend) if methods \
         else None
-    inputs = read_inputs(setup, args.input)
+    inputs = setup.new_inputs(args.input)
     dknn = None
     if setup.splits.calib:
         with result_folder.lock(setup.result_dir, 'predict.py'):   # DkNN caches

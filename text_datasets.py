@@ -338,15 +338,19 @@ def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=Fal
     return _with_label_ids(records, label_names)
 
 
-def read_new_inputs(path, name, pair, char_based=False, train_file=None):
-    """A user's unlabelled sentences (one per line; premise TAB hypothesis for pairs) for
-    a model of dataset `name`, tokenized as its training data was: raw-text formats with
-    the same regex, already tokenized ones Penn Treebank-like (text_readers).
+def raw_text_format(name, train_file=None):
+    """Whether dataset `name` (a custom one by its training file) holds raw text (SNLI,
+    jsonl, tsv: split with a regex) rather than already tokenized lines."""
+    trained_on = text_readers.file_format(train_file) if name == 'custom' else \
+        _spec_of(name)['format']
+    return trained_on != 'labeled_lines'
+
+
+def read_new_inputs(path, pair, tokenize):
+    """A user's unlabelled sentences (one per line; premise TAB hypothesis for pairs),
+    split by `tokenize` (text -> tokens, the run's tokenization of new text).
     -> [(line number, tokens)]."""
     if not os.path.isfile(path):
         raise UserError('--input {} is not a file; pass a text file with one sentence per '
                         'line'.format(path))
-    trained_on = text_readers.file_format(train_file) if name == 'custom' else \
-        _spec_of(name)['format']
-    return text_readers.read_new_inputs(path, pair, char_based,
-                                        raw_style=trained_on != 'labeled_lines')
+    return text_readers.read_new_inputs(path, pair, tokenize)

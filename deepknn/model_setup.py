@@ -5,119 +5,21 @@ every other script calls `load_setup(path)` and gets the same model, vocabulary 
 splits (train / dev / calibration / test) that training used.
 """
 import dataclasses
+import functools
 import os
 import re
 import sys
-from typing import Optional
+import threading
 
 import chainer
 
 import nets
 import nlp_utils
 import text_datasets
+from deepknn import text_readers
+from deepknn.run_config import RunConfig, read_config, write_config  # noqa: F401 (API)
 from deepknn.splits import Splits, change_train, make_splits
 from nlp_utils import UserError
-
-_REQUIRED = object()   # marks the fields every args.json has had since the first version
-
-
-@dataclasses.dataclass
-class RunConfig:
-    """A result folder's args.json: everything needed to rebuild its model and data.
-
-    Validated once when read (`from_json`); a field added after the first version has
-    the default that folders written before it had, so old folders load unchanged.
-    Fields this class does not know (those a derived run adds, e.g. an entropy
-    fine-tuning's settings) are kept in `extra` and written back.
-    """
-    dataset: str = _REQUIRED
-    model: str = _REQUIRED
-    unit: int = _REQUIRED
-    layer: int = _REQUIRED
-    dropout: float = _REQUIRED
-    embed_dim: int = _REQUIRED
-    n_class: int = _REQUIRED
-    seed: int = _REQUIRED
-    n_calib: int = _REQUIRED
-    char_based: bool = _REQUIRED
-    pair: bool = _REQUIRED
-    vocab_path: str = _REQUIRED
-    model_path: str = _REQUIRED
-    batchsize: int = 64
-    epoch: int = 30
-    data_dir: Optional[str] = None
-    word_vectors: Optional[str] = None
-    train_file: Optional[str] = None
-    dev_file: Optional[str] = None
-    test_file: Optional[str] = None
-    dev_fraction: float = 0.1
-    min_freq: int = 2
-    vocab: str = 'train'            # folders from before --vocab kept training words only
-    max_vocab: Optional[int] = None
-    select_on_test: bool = False
-    skip_bad_lines: bool = False
-    allow_unseen_labels: bool = False
-    snli_majority: bool = False
-    exclude_train: Optional[str] = None
-    label_noise: float = 0.0
-    label_noise_seed: int = 0
-    label_names: Optional[list] = None
-    n_vocab: Optional[int] = None
-    vocab_digest: Optional[str] = None
-    data_digest: Optional[str] = None
-    # Pretrained transformers (model 'minilm' or 'transformer'):
-    pretrained: Optional[str] = None       # checkpoint folder; None: the packaged MiniLM
-    max_length: int = 128                  # word pieces per input, longer ones truncated
-    lr: Optional[float] = None             # peak learning rate (None: Adam's default)
-    warmup: float = 0.1                    # fraction of the steps with a rising rate
-    weights_sha256: Optional[str] = None   # of the pretrained weights fine-tuned
-    extra: dict = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, values, source='model setup'):
-        """A RunConfig from an args.json dict; UserError naming `source` and the field
-        when a field every folder has is missing or a field has the wrong type."""
-        known = {f.name: f for f in dataclasses.fields(cls) if f.name != 'extra'}
-        missing = [name for name, f in known.items() if f.default is _REQUIRED
-                   and name not in values]
-        if missing:
-            raise UserError('{} lacks fields {}; re-train with train_text_classifier.py'.format(
-                source, missing))
-        for name, value in values.items():
-            if name in known and not _has_type(value, known[name].type):
-                raise UserError('{}: field {!r} is {!r}, expected {}; restore the file or '
-                                're-train'.format(source, name, value, _type_name(known[name].type)))
-        return cls(**{k: v for k, v in values.items() if k in known},
-                   extra={k: v for k, v in values.items() if k not in known})
-
-    def to_json(self):
-        """The args.json dict (known fields, then `extra`)."""
-        values = dataclasses.asdict(self)
-        return dict(values, **values.pop('extra'))
-
-    def replace(self, **changes):
-        """A copy with `changes`; names this class does not know go into `extra` (which
-        `extra=` replaces as a whole)."""
-        known = {f.name for f in dataclasses.fields(self)}
-        extra = dict(changes.pop('extra', self.extra),
-                     **{k: v for k, v in changes.items() if k not in known})
-        return dataclasses.replace(self, extra=extra,
-                                   **{k: v for k, v in changes.items() if k in known})
-
-
-_TYPES = {str: (str,), int: (int,), float: (int, float), bool: (bool,),
-          Optional[str]: (str, type(None)), Optional[int]: (int, type(None)),
-          Optional[float]: (int, float, type(None)), Optional[list]: (list, type(None))}
-
-
-def _type_name(annotation):
-    return getattr(annotation, '__name__', None) or str(annotation).replace('typing.', '')
-
-
-def _has_type(value, annotation):
-    """Whether an args.json value fits a RunConfig annotation (True is no int here)."""
-    kinds = _TYPES[annotation]
-    return bool in kinds if isinstance(value, bool) else isinstance(value, kinds)
 
 
 @dataclasses.dataclass
@@ -135,6 +37,32 @@ class Setup:
     def encode(self, examples):
         """[(tokens, label)] -> [(ids, label)]; ids are int32 arrays ending in '<eos>'."""
         return nlp_utils.encode_examples(examples, self.vocab)
+
+    @functools.cached_property
+    def _known_words(self):
+        return frozenset(word.lower() for word in dict.keys(self.vocab))
+
+    def tokenize(self, text):
+        """Tokens of one text from outside the run's data files (a user's sentence, a
+        line of an evaluation file), the one way every command splits new text for this
+        run: text_readers.tokenize_new_text in the run's data format, then each word the
+        vocabulary lacks lower-cased where it has that."""
+        raw_style = text_datasets.raw_text_format(self.config.dataset, self.config.train_file)
+        tokens = text_readers.tokenize_new_text(text, self.config.char_based, raw_style,
+                                                self._known_words)
+        return nlp_utils.fold_case(tokens, self.vocab)
+
+    def retokenize(self, tokens):
+        """`tokens` (or a pair) read from a data file, split again as `tokenize` splits
+        new text; the same tokens for text already split so."""
+        if isinstance(tokens, tuple):
+            return tuple(self.retokenize(part) for part in tokens)
+        return list(tokens) if self.config.char_based else self.tokenize(' '.join(tokens))
+
+    def new_inputs(self, path):
+        """[(line number, tokens)] of a user's file of unlabelled sentences (premise TAB
+        hypothesis for a pair model), tokenized by `tokenize`."""
+        return text_datasets.read_new_inputs(path, self.config.pair, self.tokenize)
 
     @property
     def train(self):
@@ -166,10 +94,11 @@ class Setup:
         never overwrite another's."""
         if eval_file is None:
             return split, getattr(self.splits, split)
-        examples = text_datasets.read_eval_file(
-            eval_file, self.config.dataset, self.dataset.label_names,
-            self.config.char_based, self.config.skip_bad_lines or skip_bad_lines,
-            self.dataset.display_names)
+        examples = [(self.retokenize(tokens), label)
+                    for tokens, label in text_datasets.read_eval_file(
+                        eval_file, self.config.dataset, self.dataset.label_names,
+                        self.config.char_based, self.config.skip_bad_lines or skip_bad_lines,
+                        self.dataset.display_names)]
         if os.path.abspath(eval_file) == os.path.abspath(self.config.train_file or ''):
             print('warning: --eval-file {} is the training file of this model; its numbers '
                   'measure fit, not generalisation'.format(eval_file), file=sys.stderr)
@@ -177,6 +106,44 @@ class Setup:
         if extension not in ('.txt', '.tsv', '.jsonl'):   # stsa.binary.dev keeps its '.dev'
             stem += extension
         return 'file-' + re.sub(r'[^A-Za-z0-9_.-]+', '_', stem), examples
+
+
+class OpenVocabulary(dict):
+    """The vocabulary of a word-piece model, which knows every word.
+
+    Holds the run's vocab.json (word -> id): iteration, len, items and digest are the
+    trained run's. A word the run never saw is not '<unk>': on its first look-up it gets
+    the next free id and the model (`add_words`) its word pieces, so new text, evaluation
+    files and every method fed through `nlp_utils.to_ids` reach the tokenizer with the
+    words themselves. Only word-vector models have a closed vocabulary."""
+
+    def __init__(self, vocab, add_words):
+        super().__init__(vocab)
+        self._added = {}
+        self._add_words = add_words
+        self._lock = threading.Lock()   # an app may look words up from several threads
+
+    def __contains__(self, word):
+        return isinstance(word, str)
+
+    def __missing__(self, word):
+        return self._new_id(word)
+
+    def get(self, word, default=None):
+        return dict.get(self, word) if dict.__contains__(self, word) else self._new_id(word)
+
+    def _new_id(self, word):
+        with self._lock:
+            if word not in self._added:
+                self._add_words([word])
+                self._added[word] = len(self) + len(self._added)
+            return self._added[word]
+
+
+def open_vocabulary(config, vocab, model):
+    """`vocab` itself for a word-vector model; for a transformer (whose word list
+    build_model made from `vocab` in id order) an OpenVocabulary feeding `model`."""
+    return OpenVocabulary(vocab, model.add_words) if is_transformer(config) else vocab
 
 
 def get_device(gpu):
@@ -250,17 +217,6 @@ def write_train_changes(result_dir, splits):
         'flipped_indices': list(map(int, splits.flipped_indices))})
 
 
-def read_config(args_path):
-    """The RunConfig of an args.json file, validated."""
-    return RunConfig.from_json(nlp_utils.read_json(args_path, 'model setup', dict),
-                               'model setup {}'.format(args_path))
-
-
-def write_config(result_dir, config):
-    """args.json of `config` (a RunConfig) in `result_dir`, atomically."""
-    nlp_utils.atomic_write_json(os.path.join(result_dir, 'args.json'), config.to_json())
-
-
 def read_vocab(result_dir, config):
     """vocab.json, checked: word -> distinct ids 0 .. n-1, and the one the model was
     trained with (its digest in args.json), not another of the same size."""
@@ -311,6 +267,34 @@ def describe_transformer(config):
     config.layer = bert.num_hidden_layers
     config.dropout = bert.hidden_dropout_prob
     config.weights_sha256 = checkpoint.weights_sha256
+    config.pretrained_sha256 = dict(checkpoint.file_sha256)
+
+
+def check_checkpoint_files(config, checkpoint):
+    """UserError when a checkpoint file a run depends on beyond its initial weights
+    (its tokenizer, its config) changed since the run was trained: word pieces and
+    dropout would change its predictions. Changed pretrained weights only warn: the
+    fine-tuned weights are the run's own."""
+    recorded = dict(config.pretrained_sha256 or {})
+    if config.weights_sha256 is not None:
+        recorded.setdefault('model.safetensors', config.weights_sha256)
+    changed = [name for name in sorted(recorded)
+               if name != 'model.safetensors' and checkpoint.file_sha256.get(name) != recorded[name]]
+    if changed:
+        name = changed[0]
+        raise UserError('{} of the pretrained model {} changed since this run was trained '
+                        '(sha256 {} then, {} now); its predictions would change: restore '
+                        'the file or re-train'.format(
+                            name, checkpoint.folder, recorded[name][:12],
+                            (checkpoint.file_sha256.get(name) or 'missing')[:12]))
+    if recorded.get('model.safetensors') not in (None, checkpoint.weights_sha256):
+        print('warning: the pretrained weights in {} changed since this model was trained; '
+              'only their tokenizer and config are used here'.format(checkpoint.folder),
+              file=sys.stderr)
+    if config.pretrained is not None and config.pretrained_sha256 is None:
+        print('warning: this run predates recorded checkpoint digests; whether {} still '
+              'holds the tokenizer and config it was trained with cannot be checked'.format(
+                  checkpoint.folder), file=sys.stderr)
 
 
 def build_model(config, vocab, embeddings=None):
@@ -321,9 +305,7 @@ def build_model(config, vocab, embeddings=None):
         return nets.build_model(config, len(vocab), config.n_class, config.pair, embeddings)
     from deepknn import transformer
     checkpoint = pretrained_checkpoint(config)
-    if config.weights_sha256 not in (None, checkpoint.weights_sha256):
-        print('warning: the pretrained weights in {} changed since this model was trained; '
-              'only their tokenizer is used here'.format(checkpoint.folder), file=sys.stderr)
+    check_checkpoint_files(config, checkpoint)
     words = sorted(vocab, key=vocab.get)
     return transformer.build_classifier(checkpoint, words, config.n_class, config.pair,
                                         config.max_length)
@@ -337,8 +319,8 @@ def load_model(config, result_dir, vocab, device):
 
 
 def run_description(setup):
-    """'<run folder> (model sha256 0123456789ab)': the folder and the weights a table
-    read, so a number can be traced to the model that made it."""
+    """'<run folder> (parameters sha256 0123456789ab)': the folder and the weights a
+    table read, so a number can be traced to the model that made it."""
     return _description(setup.result_dir, setup.config.model_path)
 
 
@@ -349,23 +331,24 @@ def folder_description(result_dir):
 
 
 def models_line(descriptions):
-    """'Models: a (model sha256 ..); b (...).', the line a table over several runs carries."""
+    """'Models: a (parameters sha256 ..); b (...).', the line a table over several runs carries."""
     return 'Models: {}.'.format('; '.join(descriptions))
 
 
 def _description(result_dir, model_path):
-    return '{} (model sha256 {})'.format(os.path.relpath(result_dir),
-                                         model_digest(result_dir, model_path))
+    return '{} (parameters sha256 {})'.format(os.path.relpath(result_dir),
+                                              model_digest(result_dir, model_path))
 
 
 def model_digest(result_dir, model_path):
-    """The first 12 hex digits of the sha256 of a result folder's weights file: enough
-    to tell two models apart in a table, short enough to read."""
+    """The first 12 hex digits of nlp_utils.parameters_digest of a result folder's
+    weights: the same for the same weights whatever the file's member order, enough to
+    tell two models apart in a table, short enough to read."""
     path = os.path.join(result_dir, model_path)
     if not os.path.exists(path):
         raise UserError('{} does not exist: {} lacks its weights; re-train that run or move '
                         'it out of {}'.format(path, result_dir, os.path.dirname(result_dir)))
-    return nlp_utils.file_digest(path, 'sha256')[:12]
+    return nlp_utils.npz_parameters_digest(path)[:12]
 
 def load_setup(args_path, gpu=-1, data_dir=None):
     """Rebuild model, vocabulary and splits from a result folder's args.json.
@@ -387,4 +370,5 @@ def load_setup(args_path, gpu=-1, data_dir=None):
               'examples); its DkNN caches are rebuilt'.format(result_dir), file=sys.stderr)
     device = get_device(gpu)
     model = load_model(config, result_dir, vocab, device)
-    return Setup(config, result_dir, vocab, model, dataset, splits, device)
+    return Setup(config, result_dir, open_vocabulary(config, vocab, model), model, dataset,
+                 splits, device)

@@ -115,11 +115,17 @@ def _is_number(value):
 # ---------------------------------------------------------------- checkpoints
 @dataclasses.dataclass(frozen=True)
 class Checkpoint:
-    """A checked checkpoint folder holding the files of NEEDED_FILES."""
+    """A checked checkpoint folder holding the files of NEEDED_FILES; `file_sha256`
+    maps each of them to the sha256 of its bytes (a run records them all: the tokenizer
+    and the config change predictions as surely as the weights)."""
     folder: str
     config: BertConfig
-    weights_sha256: str
+    file_sha256: dict
     name: str
+
+    @property
+    def weights_sha256(self):
+        return self.file_sha256['model.safetensors']
 
 
 def checkpoint(pretrained=None, cache_dir=None):
@@ -130,7 +136,7 @@ def checkpoint(pretrained=None, cache_dir=None):
         return _user_checkpoint(pretrained)
     folder = _packaged_folder(_cache_root(cache_dir))
     return Checkpoint(folder, BertConfig.from_file(os.path.join(folder, 'config.json')),
-                      PACKAGED_SHA256['model.safetensors'], PACKAGED_NAME)
+                      dict(PACKAGED_SHA256), PACKAGED_NAME)
 
 
 def _cache_root(cache_dir):
@@ -148,8 +154,8 @@ def _user_checkpoint(folder):
         if not os.path.isfile(os.path.join(folder, name)):
             raise UserError('pretrained model folder {} lacks {}; {}'.format(folder, name, fix))
     config = BertConfig.from_file(os.path.join(folder, 'config.json'))
-    sha = file_digest(os.path.join(folder, 'model.safetensors'), 'sha256')
-    return Checkpoint(folder, config, sha, os.path.basename(folder))
+    digests = {name: file_digest(os.path.join(folder, name), 'sha256') for name in NEEDED_FILES}
+    return Checkpoint(folder, config, digests, os.path.basename(folder))
 
 
 def packaged_zip():

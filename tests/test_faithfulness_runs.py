@@ -230,7 +230,7 @@ def test_cli_writes_markdown_csv_and_png(trained, tmp_path, monkeypatch):
     stem = out / 'faithfulness_run_dev'
     page = (stem.with_suffix('.md')).read_text()
     assert page.startswith('# Faithfulness') and 'Produced by: `python' in page
-    assert 'model sha256' in page and 'calibrated left out' in page
+    assert 'parameters sha256' in page and 'calibrated left out' in page
     for heading in ('## f = softmax', '## f = conformity', '## f = credibility',
                     '## Paired differences', '## Agreement'):
         assert heading in page

@@ -1,11 +1,11 @@
 """scripts/knn_removal.py: retrains with the template's configuration, drops computed per seed."""
-import hashlib
 import os
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'scripts'))
+import cli_helpers  # noqa: E402
 import knn_removal  # noqa: E402
 from deepknn import model_setup, training  # noqa: E402
 from deepknn.model_setup import RunConfig  # noqa: E402
@@ -105,8 +105,8 @@ def test_the_table_names_every_run_folder_and_its_weights(tmp_path):
     run = tmp_path / 'seed1_full'
     run.mkdir()
     model_setup.write_config(str(run), template_config())
-    (run / 'best_model.npz').write_bytes(b'weights')
-    expected = hashlib.sha256(b'weights').hexdigest()[:12]
-    assert model_setup.folder_description(str(run)).endswith('(model sha256 {})'.format(expected))
-    line = model_setup.models_line(['a (model sha256 1)', 'b (model sha256 2)'])
-    assert line == 'Models: a (model sha256 1); b (model sha256 2).'
+    expected = cli_helpers.write_weights(run / 'best_model.npz', b'weights')
+    assert model_setup.folder_description(str(run)).endswith(
+        '(parameters sha256 {})'.format(expected))
+    line = model_setup.models_line(['a (parameters sha256 1)', 'b (parameters sha256 2)'])
+    assert line == 'Models: a (parameters sha256 1); b (parameters sha256 2).'

@@ -53,6 +53,7 @@ LAYERS = {
     'deepknn.knn_index': '1',
     'deepknn.ragged_lstm': '1',
     'deepknn.pretrained': '1',
+    'deepknn.run_config': '1',
     'deepknn.transformer': '1',
     # 2 one loader
     'deepknn.model_setup': '2',

@@ -2,6 +2,7 @@ import gzip
 import os
 import zipfile
 
+import chainer
 import numpy as np
 import pytest
 
@@ -222,3 +223,41 @@ def test_machine_load_counts_other_running_processes(monkeypatch):
         raise OSError('no /proc here')
     monkeypatch.setattr(cli, 'open', no_proc, raising=False)
     assert cli.machine_load() == '2 CPUs, load average 4.3'
+
+
+def test_parameters_digest_ignores_member_order_and_layout(tmp_path):
+    """The audit's case: the same weights in another npz member order (Chainer's order
+    follows the hash seed) are another file but the same model."""
+    from deepknn import model_setup
+    arrays = {'fc/W': np.arange(6, dtype=np.float32).reshape(2, 3), 'fc/b': np.ones(2, np.float32)}
+    for name, order in (('a', ['fc/W', 'fc/b']), ('b', ['fc/b', 'fc/W'])):
+        (tmp_path / name).mkdir()
+        np.savez(str(tmp_path / name / 'best_model.npz'), **{k: arrays[k] for k in order})
+    files = [nlp_utils.file_digest(str(tmp_path / n / 'best_model.npz'), 'sha256') for n in 'ab']
+    assert files[0] != files[1]
+    digests = [model_setup.model_digest(str(tmp_path / n), 'best_model.npz') for n in 'ab']
+    assert digests[0] == digests[1] == nlp_utils.parameters_digest(arrays)[:12]
+    arrays['fc/b'][1] = 2                               # one weight changed: another model
+    assert nlp_utils.parameters_digest(arrays)[:12] != digests[0]
+
+
+def test_link_npz_is_sorted_byte_identical_and_loads_back(tmp_path):
+    import chainer.links as L
+    link = chainer.Sequential(L.Linear(3, 2), L.Linear(2, 2))
+    paths = [str(tmp_path / name) for name in ('one.npz', 'two.npz')]
+    for path in paths:
+        nlp_utils.save_link_npz(path, link)
+    assert open(paths[0], 'rb').read() == open(paths[1], 'rb').read()
+    with zipfile.ZipFile(paths[0]) as archive:
+        names = archive.namelist()
+    assert names == sorted(names) and len(names) == 4
+    other = chainer.Sequential(L.Linear(3, 2), L.Linear(2, 2))
+    nlp_utils.load_npz_safely(paths[0], other)
+    np.testing.assert_array_equal(other[1].W.array, link[1].W.array)
+
+
+def test_digest_of_a_file_that_is_no_npz_is_one_line(tmp_path):
+    path = tmp_path / 'best_model.npz'
+    path.write_bytes(b'PK\x03\x04 not really a zip')
+    with pytest.raises(UserError, match='best_model.npz is not a readable npz file'):
+        nlp_utils.npz_parameters_digest(str(path))

@@ -1,10 +1,11 @@
 import csv
-import hashlib
 import json
 import types
 
 import numpy as np
 import pytest
+
+import cli_helpers
 
 from deepknn.reports import faithfulness_report
 from deepknn.reports import paper_analyses
@@ -64,7 +65,7 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     (folder / 'dknn_dev_kdtree.json').write_text(json.dumps(
         {'softmax_accuracy': 0.85, 'dknn_accuracy': 0.86, 'backend': 'kdtree', 'k': 75}))
     (folder / 'args.json').write_text(args_json(epoch=30, seed=777))
-    (folder / 'best_model.npz').write_bytes(b'trec weights')
+    cli_helpers.write_weights(folder / 'best_model.npz', b'trec weights')
     seed = tmp_path / 'TREC_cnn_seed1'
     seed.mkdir()
     (seed / 'dknn_test_faiss.json').write_text(json.dumps(
@@ -72,7 +73,7 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     (seed / 'args.json').write_text(args_json(epoch=2, seed=1))
     with pytest.raises(UserError, match=r'TREC_cnn_seed1/best_model.npz does not exist'):
         table1_report.table1_rows(str(tmp_path))     # a report without its model
-    (seed / 'best_model.npz').write_bytes(b'seed weights')
+    cli_helpers.write_weights(seed / 'best_model.npz', b'seed weights')
     rows = table1_report.table1_rows(str(tmp_path))
     trec, trec_seed = [r for r in rows if r['model'] == 'CNN' and r['dataset'] == 'TREC']
     assert trec_seed['run'] == 'TREC_cnn_seed1' and trec_seed['softmax'] == 50.0
@@ -80,7 +81,7 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     assert (trec['paper_softmax'], trec['paper_dknn']) == (92.8, 92.4)
     assert (trec['dev_softmax'], trec['dev_dknn']) == (85.0, 86.0)
     assert trec_seed['dev_dknn'] is None and trec_seed['backend'] == 'faiss'
-    assert trec['model_sha256'] == hashlib.sha256(b'trec weights').hexdigest()[:12]
+    assert trec['model_sha256'] == cli_helpers.weights_digest(b'trec weights')
     sst = [r for r in rows if r['model'] == 'BiLSTM' and r['dataset'] == 'SST'][0]
     assert sst['softmax'] is None
     snli = {r['model']: r for r in rows if r['dataset'] == 'SNLI'}   # section 4's numbers
@@ -120,7 +121,7 @@ def test_table1_leaves_out_entropy_finetuned_models(tmp_path):
         (folder / 'dknn_test_faiss.json').write_text(json.dumps(
             {'softmax_accuracy': 0.9, 'dknn_accuracy': 0.9, 'backend': 'faiss', 'k': 75}))
         (folder / 'args.json').write_text(args_json(epoch=30, seed=777, **extra))
-        (folder / 'best_model.npz').write_bytes(b'weights')
+        cli_helpers.write_weights(folder / 'best_model.npz', b'weights')
     rows = [r for r in table1_report.table1_rows(str(tmp_path)) if r['dataset'] == 'TREC'
             and r['model'] == 'CNN']
     assert [r['run'] for r in rows] == ['TREC_cnn']
@@ -135,7 +136,7 @@ def test_table1_keeps_the_rows_of_runs_it_cannot_measure_here(tmp_path):
     (folder / 'dknn_test_faiss.json').write_text(json.dumps(
         {'softmax_accuracy': 0.95, 'dknn_accuracy': 0.94, 'backend': 'faiss', 'k': 75}))
     (folder / 'args.json').write_text(args_json(epoch=3, seed=777, model='minilm', vocab='pretrained'))
-    (folder / 'best_model.npz').write_bytes(b'minilm weights')
+    cli_helpers.write_weights(folder / 'best_model.npz', b'minilm weights')
     columns = ('model,dataset,run,seed,vocab,softmax,dknn,difference,dev_softmax,dev_dknn,epochs,'
                'backend,k,model_sha256')
     (out / 'table1_runs.csv').write_text('\n'.join([
@@ -150,7 +151,7 @@ def test_table1_keeps_the_rows_of_runs_it_cannot_measure_here(tmp_path):
     with open(out / 'table1_runs.csv') as f:
         runs = {row['run']: row for row in csv.DictReader(f)}
     assert runs['TREC_minilm']['softmax'] == '95.0'
-    assert runs['TREC_minilm']['model_sha256'] == hashlib.sha256(b'minilm weights').hexdigest()[:12]
+    assert runs['TREC_minilm']['model_sha256'] == cli_helpers.weights_digest(b'minilm weights')
     assert runs['TREC_cnn']['model_sha256'] == '0123456789ab'           # kept as tabled
     assert runs['TREC_cnn_seed1']['model_sha256'] == 'not recorded'
     assert (runs['TREC_cnn']['dknn'], runs['TREC_cnn_seed1']['seed']) == ('92.0', '1')
@@ -189,7 +190,7 @@ def test_mean_terribly_rank_is_toward_the_positive_class():
 
 def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch):
     splits = types.SimpleNamespace(test=[(['a', 'b', 'c'], 1)], dev=[(['a', 'great', 'film'], 1)])
-    (tmp_path / 'best_model.npz').write_bytes(b'weights')
+    cli_helpers.write_weights(tmp_path / 'best_model.npz', b'weights')
     setup = types.SimpleNamespace(label_names=['negative', 'positive'], splits=splits,
                                   result_dir=str(tmp_path), config=RunConfig.from_json(
                                       json.loads(args_json(dataset='stsa.binary', epoch=1))))
@@ -208,8 +209,8 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
                         '--run', 'sst'])
     text = (tmp_path / 'normalization_sst.md').read_text()
     assert 'Produced by: `python' in text and '3 dev paraphrases' in text
-    digest = hashlib.sha256(b'weights').hexdigest()[:12]
-    assert 'model sha256 {}'.format(digest) in text     # the weights the table read
+    digest = cli_helpers.weights_digest(b'weights')
+    assert 'parameters sha256 {}'.format(digest) in text     # the weights the table read
     rows = {r['method']: r for r in csv.DictReader(open(tmp_path / 'normalization_sst.csv'))}
     assert list(rows) == ['gradient', 'confidence', 'calibrated', 'conformity']
     gradient = rows['gradient']
@@ -224,7 +225,7 @@ def training_folder(results, name, weights, **values):
     folder = results / name
     folder.mkdir(parents=True)
     (folder / 'args.json').write_text(args_json(**{'vocab': 'pretrained', **values}))
-    (folder / 'best_model.npz').write_bytes(weights)
+    cli_helpers.write_weights(folder / 'best_model.npz', weights)
     (folder / 'train_result.json').write_text(json.dumps(
         {'dev_accuracy': 0.875, 'test_accuracy': 0.9}))
     (folder / 'log').write_text(json.dumps([{'epoch': 4, 'elapsed_time': 10.0}]))
@@ -250,10 +251,10 @@ def test_training_table_names_each_run_and_its_weights_and_keeps_runs_trained_el
         rows = {row['run']: row for row in csv.DictReader(f)}
     assert list(rows) == ['TREC_cnn', 'TREC_cnn_seed1', 'TREC_cnn_trainvocab', 'subj_bilstm']
     fresh = rows['TREC_cnn']
-    assert fresh['model_sha256'] == hashlib.sha256(b'cnn weights').hexdigest()[:12]
+    assert fresh['model_sha256'] == cli_helpers.weights_digest(b'cnn weights')
     assert (fresh['dev'], fresh['test'], fresh['seconds_per_epoch'],
             fresh['peak_memory_mb']) == ('87.5', '90.0', '2.5', '200')
-    assert rows['TREC_cnn_seed1']['model_sha256'] == hashlib.sha256(b'seed weights').hexdigest()[:12]
+    assert rows['TREC_cnn_seed1']['model_sha256'] == cli_helpers.weights_digest(b'seed weights')
     assert rows['TREC_cnn_seed1']['command'] == (
         'RUN=TREC_cnn_seed1 scripts/train_and_dknn.sh TREC cnn --epoch 4 --seed 1')
     assert rows['subj_bilstm']['model_sha256'] == 'not recorded'

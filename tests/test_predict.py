@@ -19,6 +19,10 @@ def run(tmp_path_factory, data_files):  # noqa: F811
     return str(out / 'args.json')
 
 
+def RAW(text):
+    return text_readers.tokenize_new_text(text, raw_style=True)
+
+
 def read_csv(path):
     with open(path) as f:
         return list(csv.DictReader(f))
@@ -27,6 +31,12 @@ def read_csv(path):
 def test_tokenizing_new_text_like_the_training_data():
     assert text_readers.tokenize_new_text("It isn't Moore's film.") == \
         ['It', 'is', "n't", 'Moore', "'s", 'film', '.']
+    # The audit's cases: one token each in the SST files, so kept whole.
+    assert text_readers.tokenize_new_text("an old-fashioned -lrb- and\\/or -rrb- tale ...") \
+        == ['an', 'old-fashioned', '-lrb-', 'and\\/or', '-rrb-', 'tale', '...']
+    assert text_readers.tokenize_new_text('mr. smith ends.') == ['mr', '.', 'smith', 'ends', '.']
+    assert text_readers.tokenize_new_text("mr. smith said it's over.", known={'mr.', "it's"}) \
+        == ['mr.', 'smith', 'said', "it's", 'over', '.']
     assert text_readers.tokenize_new_text("isn't it", raw_style=True) == ['isn', "'", 't', 'it']
     vocab = {'great': 0, 'The': 1}
     assert nlp_utils.fold_case(['The', 'GREAT', 'Zebra'], vocab) == ['The', 'great', 'Zebra']
@@ -95,8 +105,7 @@ def test_a_missing_input_names_the_flag(run, tmp_path):
 def test_pair_lines_need_one_tab(tmp_path):
     (tmp_path / 'pairs.txt').write_text('a man sleeps\tnobody sleeps\nno tab here\n')
     with pytest.raises(UserError, match='line 2: a pair model needs a premise, one tab'):
-        text_readers.read_new_inputs(str(tmp_path / 'pairs.txt'), pair=True, raw_style=True)
+        text_readers.read_new_inputs(str(tmp_path / 'pairs.txt'), True, RAW)
     (tmp_path / 'pairs.txt').write_text("a man sleeps\tnobody isn't\n")
-    (number, tokens), = text_readers.read_new_inputs(str(tmp_path / 'pairs.txt'), True,
-                                                      raw_style=True)
+    (number, tokens), = text_readers.read_new_inputs(str(tmp_path / 'pairs.txt'), True, RAW)
     assert number == 1 and tokens == (['a', 'man', 'sleeps'], ['nobody', 'isn', "'", 't'])

@@ -1,11 +1,11 @@
 """run_knn_representations.py on tiny models trained on synthetic data."""
 import csv
-import hashlib
 import json
 import os
 
 import pytest
 
+import cli_helpers
 from deepknn.rajani import knn_representations as knn
 from deepknn import model_setup
 import run_knn_representations as cli
@@ -57,11 +57,11 @@ def test_fixed_tau_zero_keeps_the_model_and_one_backs_off_always(runs):
 
 
 def model_line(args_path):
-    """'<run folder> (model sha256 <first 12 hex>)' of a run, hashed here independently."""
+    """'<run folder> (parameters sha256 <first 12 hex>)' of a run, hashed here
+    independently."""
     folder = os.path.dirname(args_path)
-    with open(os.path.join(folder, 'best_model.npz'), 'rb') as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:12]
-    return '{} (model sha256 {})'.format(os.path.relpath(folder), digest)
+    digest = cli_helpers.npz_digest(os.path.join(folder, 'best_model.npz'))
+    return '{} (parameters sha256 {})'.format(os.path.relpath(folder), digest)
 
 
 def test_tuned_backoff_is_at_least_as_good_as_the_model_on_dev(runs):

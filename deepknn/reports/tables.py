@@ -7,8 +7,10 @@ import nlp_utils
 
 # The model_sha256 of a row carried from a table written before tables named their weights.
 NOT_RECORDED = 'not recorded'
-MODEL_SHA256_NOTE = ('model_sha256: the first 12 hex digits of the sha256 of the weights file '
-                     'of the row\'s run folder.')
+MODEL_SHA256_NOTE = ('model_sha256: the first 12 hex digits of the sha256 of the row\'s weights '
+                     'taken parameter by parameter in name order (the same weights always give '
+                     'the same digest); a row carried from a table written before 2026-11-26 '
+                     'holds the sha256 of its weights file instead.')
 
 
 def markdown_table(rows, columns):
