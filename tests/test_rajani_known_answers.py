@@ -13,6 +13,7 @@ import types
 import numpy as np
 import pytest
 
+import cli_helpers
 from deepknn import dknn
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
@@ -62,7 +63,7 @@ def make_setup(tmp_path, monkeypatch, vectors, labels, predicted, confidence, pa
     config = types.SimpleNamespace(n_class=n_class, model='cnn', dataset='constructed',
                                    train_file=None, label_noise_seed=1, pair=isinstance(tokens[0], tuple),
                                    model_path='model.npz')
-    (tmp_path / 'model.npz').write_bytes(b'constructed')     # for the tables' provenance
+    cli_helpers.write_weights(tmp_path / 'model.npz', b'constructed')  # the tables' provenance
     encoded = {name: [([row], int(labels[row])) for row in rows] for name, rows in parts.items()}
     return types.SimpleNamespace(
         result_dir=str(tmp_path), config=config, splits=splits, train=encoded['train'],
