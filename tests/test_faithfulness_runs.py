@@ -183,13 +183,17 @@ def test_nan_maps_are_ranked_by_the_gradient_else_nan_last():
     assert alone['conformity'][0].tolist() == [2, 0, 1]       # NaN last
 
 
-def test_calibrated_is_left_out_without_temperature_json(tmp_path):
+def test_calibrated_without_temperature_json_is_an_error_unless_optional(tmp_path):
     setup = types.SimpleNamespace(result_dir=str(tmp_path))
-    methods, notes = runs.usable_methods(setup, 'conformity,calibrated,gradient')
+    with pytest.raises(UserError, match='calibrated needs the temperature.*run python '
+                                        'scaling.py --model-setup .*args.json first'):
+        runs.usable_methods(setup, 'conformity,calibrated,gradient')
+    methods, notes = runs.usable_methods(setup, 'conformity,calibrated,gradient',
+                                         optional=runs.DEFAULT_METHODS)
     assert methods == ('conformity', 'gradient')
     assert len(notes) == 1 and 'calibrated left out' in notes[0] and 'scaling.py' in notes[0]
     with pytest.raises(UserError, match='none of calibrated can run'):
-        runs.usable_methods(setup, ['calibrated'])
+        runs.usable_methods(setup, ['calibrated'], optional=['calibrated'])
     (tmp_path / calibration.TEMPERATURE_FILE).write_text('{"temperature": 2.0}')
     assert runs.usable_methods(setup, 'calibrated,gradient') == (('calibrated', 'gradient'), [])
 
@@ -224,9 +228,12 @@ def test_summaries_and_paired_differences_of_a_hand_made_run():
 def test_cli_writes_markdown_csv_and_png(trained, tmp_path, monkeypatch):
     results, _, _ = trained
     out = tmp_path / 'out'
-    paper_results.main(['--results', str(results), '--out', str(out), 'faithfulness', '--run',
-                        'run', '--split', 'dev', '--limit', '5', '--k', '5', '--backend',
-                        'kdtree', '--methods', 'conformity,confidence,calibrated,gradient'])
+    named = ['--results', str(results), '--out', str(out), 'faithfulness', '--run', 'run',
+             '--split', 'dev', '--limit', '5', '--k', '5', '--backend', 'kdtree']
+    with pytest.raises(UserError, match='calibrated needs the temperature.*scaling.py'):
+        paper_results.main(named + ['--methods', 'conformity,calibrated'])
+    assert not out.exists()
+    paper_results.main(named)   # the default methods: calibrated left out with a note
     stem = out / 'faithfulness_run_dev'
     page = (stem.with_suffix('.md')).read_text()
     assert page.startswith('# Faithfulness') and 'Produced by: `python' in page
@@ -252,7 +259,7 @@ def test_cli_writes_markdown_csv_and_png(trained, tmp_path, monkeypatch):
                            for b in ('confidence', 'gradient')}
     assert all(r['excludes_zero'] in ('True', 'False') for r in rows
                if r['section'] == 'difference')
-    assert len([r for r in rows if r['section'] == 'agreement']) == 3   # 3 methods, 3 pairs
+    assert len([r for r in rows if r['section'] == 'agreement']) == 6   # 4 methods, 6 pairs
     # Committed tables (the default --out results/) are only replaced with --overwrite.
     monkeypatch.chdir(results.parent)
     (results / 'faithfulness_run_dev.csv').write_text('committed')

@@ -172,6 +172,8 @@ def report_writes(run, summaries, differences, stem, header, title):
 HIGHER_IS_BETTER = {'aopc_comp': True, 'aopc_suff': False, 'deletion_auc': False,
                     'insertion_auc': True}
 SUMMARY_COLUMNS = ['run', 'f', 'difference', 'n'] + list(HIGHER_IS_BETTER) + ['verdict']
+# The cell of a measure a run's CSV lacks (a --no-curves run has no curve areas).
+NOT_MEASURED = 'not measured'
 
 
 def signed_interval(mean, low, high):
@@ -195,7 +197,8 @@ def verdict(differences):
 def summary_rows(run_name, csv_rows_of_run):
     """One row per classifier f and paired difference (e.g. conformity - confidence) of
     one run's faithfulness CSV (CSV_COLUMNS, as read back: strings), with the four
-    headline differences (mean [95% interval]) and their verdict."""
+    headline differences (mean [95% interval], NOT_MEASURED where the CSV has none) and
+    the verdict of those it has."""
     grouped = {}
     for row in csv_rows_of_run:
         if row['section'] == 'difference' and row['measure'] in HIGHER_IS_BETTER:
@@ -207,5 +210,6 @@ def summary_rows(run_name, csv_rows_of_run):
                   for m, r in measures.items()}
         rows.append(dict({'run': run_name, 'f': classifier, 'difference': difference,
                           'n': next(iter(measures.values()))['n'], 'verdict': verdict(values)},
-                         **{m: signed_interval(*v) for m, v in values.items()}))
+                         **{m: signed_interval(*values[m]) if m in values else NOT_MEASURED
+                            for m in HIGHER_IS_BETTER}))
     return rows
