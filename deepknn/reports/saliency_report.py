@@ -55,6 +55,7 @@ class ExampleView:
     gold: Optional[str]         # gold label name, if known
     maps: list                  # [MethodMap]
     neighbors: list             # [(text, label name)] nearest training examples, maybe []
+    heading: str = ''           # 'Example 3', or 'Line 7' of a user's input file
 
     @property
     def pair(self):
@@ -68,12 +69,22 @@ def example_text(tokens, vocab):
     return ' '.join(display_tokens(tokens, vocab))
 
 
+def example_headings(n, line_numbers=None):
+    """The heading of each of n examples: 'Line L' by their line numbers in a user's file
+    (blank lines skipped there, so these need not be 1..n), else 'Example 1'..'Example n'."""
+    if line_numbers is None:
+        return ['Example {}'.format(i) for i in range(1, n + 1)]
+    return ['Line {}'.format(number) for number in line_numbers]
+
+
 def build_views(results, vocab, label_names, neighbors=None,
-                normalization=DEFAULT_NORMALIZATION):
+                normalization=DEFAULT_NORMALIZATION, line_numbers=None):
     """{method: [Interpretation]} (as from interpret_all) -> [ExampleView].
     neighbors: per example a list of training (tokens, label), or None;
-    normalization: a key of NORMALIZATIONS."""
+    normalization: a key of NORMALIZATIONS; line_numbers: per example its line in the
+    input file, for the headings (example_headings), or None."""
     methods = list(results)
+    headings = example_headings(len(results[methods[0]]), line_numbers)
     views = []
     for i, first in enumerate(results[methods[0]]):
         maps = []
@@ -88,16 +99,20 @@ def build_views(results, vocab, label_names, neighbors=None,
                      for tokens, label in (neighbors[i] if neighbors else [])]
         views.append(ExampleView(
             None if first.premise is None else display_tokens(first.premise, vocab),
-            None if first.label is None else label_names[first.label], maps, analogies))
+            None if first.label is None else label_names[first.label], maps, analogies,
+            headings[i]))
     return views
 
 
-def importance_rows(results, vocab, label_names, normalization=DEFAULT_NORMALIZATION):
+def importance_rows(results, vocab, label_names, normalization=DEFAULT_NORMALIZATION,
+                    line_numbers=None):
     """One row per (example, method, token) with the raw and the normalised importance,
-    for users' own statistics: [dict]."""
+    for users' own statistics: [dict]. 'example' numbers the examples from 1, or is
+    the example's line in the input file where `line_numbers` are given."""
     rows = []
     for method, interpretations in results.items():
-        for number, found in enumerate(interpretations, 1):
+        numbers = line_numbers or range(1, len(interpretations) + 1)
+        for number, found in zip(numbers, interpretations):
             normalized = normalize(found.scores, normalization)
             for position, (token, raw, norm) in enumerate(zip(found.tokens, found.scores,
                                                               normalized)):
@@ -178,9 +193,10 @@ def _html_legend(pairs):
             'importance.</p>').format(' '.join(items))
 
 
-def _html_example(number, view):
-    parts = ['<section>', '<div>Example {} — gold: <b><bdi>{}</bdi></b></div>'.format(
-        number, html.escape(view.gold if view.gold is not None else 'unknown'))]
+def _html_example(view):
+    parts = ['<section>', '<div>{} — gold: <b><bdi>{}</bdi></b></div>'.format(
+        html.escape(view.heading), html.escape(view.gold if view.gold is not None
+                                               else 'unknown'))]
     if view.pair:
         parts.append('<div class="premise">Premise: <bdi>{}</bdi></div>'.format(
             html.escape(' '.join(view.premise))))
@@ -231,7 +247,7 @@ def html_page(views, title, settings=None):
     """The self-contained HTML text: one table row per (example, method). `settings`:
     what the reader needs to know about the run (k, backend, temperature), shown."""
     title = title.replace('`', '')   # provenance lines quote commands Markdown-style
-    body = '\n'.join(_html_example(i + 1, view) for i, view in enumerate(views))
+    body = '\n'.join(map(_html_example, views))
     settings_line = ('<p class="settings">Settings: {}.</p>\n'.format(
         html.escape(settings_note(settings))) if settings else '')
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
@@ -264,12 +280,15 @@ def page_settings(setup, methods, k, backend, neighbors=0):
 
 
 def map_writes(results, setup, paths, title, settings, normalization=DEFAULT_NORMALIZATION,
-               neighbors=None):
+               neighbors=None, line_numbers=None):
     """(path, write, mode) of the maps of interpret_all's `results`: paths = {'html':
     page, 'csv': raw importances, 'png': optional figure (None for none)}, to be renamed
-    together with nlp_utils.atomic_write_files."""
-    views = build_views(results, setup.vocab, setup.label_names, neighbors, normalization)
-    rows = importance_rows(results, setup.vocab, setup.label_names, normalization)
+    together with nlp_utils.atomic_write_files. line_numbers: each example's line in
+    the input file (numbering the maps), or None to number them 1..n."""
+    views = build_views(results, setup.vocab, setup.label_names, neighbors, normalization,
+                        line_numbers)
+    rows = importance_rows(results, setup.vocab, setup.label_names, normalization,
+                           line_numbers)
     writes = [html_write(views, paths['html'], title, settings),
               importances_write(rows, paths['csv'])]
     if paths.get('png'):
@@ -325,9 +344,9 @@ def _png_items(views, measure, title):
             x += width + space
         return y + PNG_LINE_HEIGHT
 
-    for number, view in enumerate(views, 1):
+    for view in views:
         gold = view.gold if view.gold is not None else 'unknown'
-        items.append((0.0, y, 'Example {} (gold: {})'.format(number, gold), None, True))
+        items.append((0.0, y, '{} (gold: {})'.format(view.heading, gold), None, True))
         y += PNG_LINE_HEIGHT
         if view.pair:
             items.append((0.0, y, 'premise', None, False))
