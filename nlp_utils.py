@@ -144,11 +144,29 @@ def savez_write(path, arrays):
     return path, lambda f: _write_npz(f, arrays), 'wb'
 
 
-def _write_npz(f, arrays):
-    """What np.savez writes (one .npy member per array, uncompressed), except that a
-    failed write (a full disk) raises once: np.savez leaves its ZipFile open, and its
-    finaliser later fails again on the closed file with a second traceback."""
-    archive = zipfile.ZipFile(f, mode='w', compression=zipfile.ZIP_STORED, allowZip64=True)
+def save_chainer_npz(file, target):
+    """chainer.serializers.save_npz (compressed, as it writes) of a link, optimizer or
+    trainer, or of the {name: array} Chainer's snapshot extensions serialize them to,
+    into a path or binary file, without pickle and with _write_npz's single error on a
+    full disk. Also the `savefun` of those extensions."""
+    arrays = target
+    if not isinstance(target, dict):
+        serializer = chainer.serializers.DictionarySerializer()
+        serializer.save(target)
+        arrays = serializer.target
+    if not isinstance(file, str):
+        _write_npz(file, arrays, zipfile.ZIP_DEFLATED)
+        return
+    with open(file, 'wb') as f:
+        _write_npz(f, arrays, zipfile.ZIP_DEFLATED)
+
+
+def _write_npz(f, arrays, compression=zipfile.ZIP_STORED):
+    """What np.savez writes (one .npy member per array, uncompressed; np.savez_compressed
+    with ZIP_DEFLATED), except that a failed write (a full disk) raises once: np.savez
+    leaves its ZipFile open, and its finaliser later fails again on the closed file with
+    a second traceback."""
+    archive = zipfile.ZipFile(f, mode='w', compression=compression, allowZip64=True)
     try:
         for name, array in arrays.items():
             with archive.open(name + '.npy', 'w', force_zip64=True) as member:

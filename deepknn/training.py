@@ -141,9 +141,13 @@ def make_trainer(config, model, train, dev, device, out):
     trainer.extend(extensions.Evaluator(dev_iter, classifier, converter=nlp_utils.convert_seq,
                                         device=device))
     trainer.extend(extensions.LogReport())
-    trainer.extend(extensions.snapshot_object(model, config.model_path),
+    # nlp_utils.save_chainer_npz: Chainer's own writer leaves a ZipFile open on a full
+    # disk, whose finaliser prints a second traceback after the one-line error.
+    trainer.extend(extensions.snapshot_object(model, config.model_path,
+                                              savefun=nlp_utils.save_chainer_npz),
                    trigger=training.triggers.MaxValueTrigger('validation/main/accuracy'))
-    trainer.extend(extensions.snapshot(filename=SNAPSHOT), trigger=(1, 'epoch'))
+    trainer.extend(extensions.snapshot(filename=SNAPSHOT, savefun=nlp_utils.save_chainer_npz),
+                   trigger=(1, 'epoch'))
     trainer.extend(extensions.PrintReport(
         ['epoch', 'main/loss', 'validation/main/loss', 'main/accuracy',
          'validation/main/accuracy', 'elapsed_time']))

@@ -214,7 +214,7 @@ def write_finetuned_folder(out, parent_setup, model, settings, history):
             shutil.copyfile(os.path.join(parent_dir, name), os.path.join(staging, name))
         model_setup.write_config(staging, config)
         nlp_utils.atomic_write(os.path.join(staging, config.model_path),
-                               lambda f: chainer.serializers.save_npz(f, model), 'wb')
+                               lambda f: nlp_utils.save_chainer_npz(f, model), 'wb')
         nlp_utils.atomic_write_json(os.path.join(staging, RECORD),
                                     {'parent': parent, 'settings': settings, 'history': history})
     return out
