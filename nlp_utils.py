@@ -47,20 +47,25 @@ class UserError(Exception):
 def run_cli(main):
     """Run `main()`, turning a UserError, or an OSError of the machine (a read-only
     folder, a full disk, a path that is a folder), into one line on stderr and exit
-    status 2. The line starts on a line of its own, never glued to a progress bar."""
+    status 2, and Ctrl-C (KeyboardInterrupt) into one line 'interrupted' (with what to do
+    next, where the interrupted code gave it as the exception's argument) and exit
+    status 130, as shells report SIGINT. The line starts on a line of its own, never
+    glued to a progress bar."""
     import sys
 
     import tqdm
     try:
         main()
-    except (UserError, OSError) as error:
+    except (UserError, OSError, KeyboardInterrupt) as error:
         for bar in list(getattr(tqdm.tqdm, '_instances', [])):
             bar.close()
-        message = (error.for_command_line() if isinstance(error, UserError)
-                   else _os_error_message(error))
-        sys.stderr.write('\nerror: {}\n'.format(message) if sys.stderr.isatty()
-                         else 'error: {}\n'.format(message))
-        sys.exit(2)
+        if isinstance(error, KeyboardInterrupt):
+            line, status = 'interrupted' + ''.join(': ' + str(a) for a in error.args[:1]), 130
+        else:
+            line, status = 'error: ' + (error.for_command_line() if isinstance(error, UserError)
+                                        else _os_error_message(error)), 2
+        sys.stderr.write(('\n' if sys.stderr.isatty() else '') + line + '\n')
+        sys.exit(status)
 
 
 def _os_error_message(error):

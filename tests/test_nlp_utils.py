@@ -260,3 +260,11 @@ def test_a_chainer_npz_round_trips_and_a_full_disk_fails_once(tmp_path, monkeypa
         nlp_utils.save_chainer_npz(FullDisk(1000), model)
     gc.collect()
     assert late == []
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(capsys):
+    def interrupted():
+        raise KeyboardInterrupt
+    with pytest.raises(SystemExit) as stop:
+        nlp_utils.run_cli(interrupted)
+    assert stop.value.code == 130 and capsys.readouterr().err == 'interrupted\n'

@@ -42,3 +42,37 @@ def test_a_full_disk_during_training_is_one_line_without_a_zipfile_traceback(tmp
               if line.strip() and '%|' not in line]
     assert done.returncode == 2 and errors == [
         'error: cannot use a file (File too large); check the path and the disk']
+
+
+def test_ctrl_c_during_training_is_one_line_exit_130_and_resume_continues(tmp_path):
+    """SIGINT once the first epoch's snapshot exists: one line saying how to continue,
+    exit status 130, the snapshot kept; --resume then finishes the run."""
+    import signal
+    import time
+    (tmp_path / 'train.txt').write_text(cli_helpers.lines(80, 0))
+    (tmp_path / 'test.txt').write_text(cli_helpers.lines(20, 1))
+    out = tmp_path / 'run'
+    argv = cli_helpers.train_argv(out, (str(tmp_path / 'train.txt'), str(tmp_path / 'test.txt')))
+    argv[argv.index('--epoch') + 1] = '100000'
+    command = [sys.executable, os.path.join(ROOT, 'train_text_classifier.py')]
+    running = subprocess.Popen(command + argv, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
+    try:
+        for _ in range(1200):                 # wait up to 2 minutes for the first snapshot
+            if (out / training.SNAPSHOT).exists() or running.poll() is not None:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)                       # inside a later epoch
+        running.send_signal(signal.SIGINT)
+        _, err = running.communicate(timeout=120)
+    finally:
+        running.kill()
+    errors = [line for line in err.replace('\r', '\n').splitlines()
+              if line.strip() and '%|' not in line]
+    assert running.returncode == 130 and errors == [
+        'interrupted: training stopped; rerun with --resume --out {} to continue from the '
+        'last finished epoch'.format(out)]
+    assert (out / training.SNAPSHOT).exists() and not (out / 'train_result.json').exists()
+    done = subprocess.run(command + ['--resume', '--out', str(out), '--epoch', '2'],
+                          capture_output=True, text=True, cwd=str(tmp_path))
+    assert done.returncode == 0 and (out / 'train_result.json').exists()
