@@ -224,6 +224,33 @@ def test_summaries_and_paired_differences_of_a_hand_made_run():
     assert difference.interval.mean == pytest.approx(0.3) and difference.interval.excludes_zero
 
 
+def test_identical_curves_stay_visible_in_the_figure():
+    """Three rankings with the very same curves: every line is drawn with its own width,
+    marker shape and marker positions, so none hides the others; the legend says so."""
+    curve = [np.array([1.0, 0.5, 0.0])]
+    same = faithfulness.MethodFaithfulness(np.zeros((1, 2)), np.zeros((1, 2)), np.zeros(1),
+                                           np.zeros(1), np.full(1, 0.5), np.full(1, 0.5),
+                                           curve, curve)
+    rankings = ('conformity', 'credibility', 'reversed conformity')
+    result = faithfulness.FaithfulnessResult(np.array([0.1, 0.5]), np.array([2]),
+                                             np.ones((1, 2), int), np.zeros(1, int), np.ones(1),
+                                             {name: same for name in rankings}, 3)
+    run = runs.FaithfulnessRun(('conformity', 'credibility'), dict.fromkeys(rankings),
+                               np.array([2]), {'softmax': runs.ClassifierFaithfulness(
+                                   'softmax', runs.CLASSIFIERS['softmax'], result, {})},
+                               {}, 3, 3, True, [])
+    figure = faithfulness_report.curves_figure(run, 'title')
+    lines = figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == list(rankings)
+    np.testing.assert_array_equal(lines[0].get_ydata(), lines[1].get_ydata())   # identical
+    assert len({line.get_linewidth() for line in lines}) == 3
+    assert lines[0].get_linewidth() > lines[1].get_linewidth() > lines[2].get_linewidth()
+    assert len({line.get_marker() for line in lines}) == 3
+    assert len({tuple(line.get_markevery()) for line in lines}) == 3
+    assert 'identical curves' in figure.legends[0].get_title().get_text()
+    faithfulness_report.plots.plt.close(figure)
+
+
 # ---------------------------------------------------------------- the command line
 def test_cli_writes_markdown_csv_and_png(trained, tmp_path, monkeypatch):
     results, _, _ = trained
