@@ -128,7 +128,9 @@ def test_an_interrupted_training_set_reduction_resumes_from_its_last_step(
         raise KeyboardInterrupt                           # the session ends after a step
 
     monkeypatch.setattr(er.ReductionCheckpoint, 'save', save_then_stop)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match='stopped; its last step is saved in .*'
+                                                'limit25.partial.json, and the same command '
+                                                'resumes from it'):
         er.reduced_training_set(setup, limit=25)
     monkeypatch.undo()
     left = len(json.loads(partial.read_text())['state']['active'])

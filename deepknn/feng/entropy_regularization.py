@@ -75,8 +75,15 @@ def reduced_training_set(setup, importance='gradient', beam=input_reduction.DEFA
     checkpoint = ReductionCheckpoint(os.path.join(setup.result_dir, name + '.partial.json'),
                                      key, lengths)
     reducer = input_reduction.make_reducer(importance, setup, None, beam, batchsize)
-    reductions = reducer.reduce(examples, progress='reducing train',
-                                resume=checkpoint.load(), on_step=checkpoint.save)
+    try:
+        reductions = reducer.reduce(examples, progress='reducing train',
+                                    resume=checkpoint.load(), on_step=checkpoint.save)
+    except KeyboardInterrupt:   # Ctrl-C: one line saying that a rerun resumes
+        if not os.path.exists(checkpoint.path):
+            raise
+        raise KeyboardInterrupt('the reduction of the training set stopped; its last step '
+                                'is saved in {}, and the same command resumes from it'.format(
+                                    checkpoint.path)) from None
     inputs = reduced_inputs(reductions)
     # Locked only while writing: the reduction takes long and other analyses of the
     # parent folder should not wait for it (a concurrent twin would write the same file).
