@@ -62,6 +62,7 @@ def make_setup(tmp_path, monkeypatch, vectors, labels, predicted, confidence, pa
     config = types.SimpleNamespace(n_class=n_class, model='cnn', dataset='constructed',
                                    train_file=None, label_noise_seed=1, pair=isinstance(tokens[0], tuple),
                                    model_path='model.npz')
+    config.to_json = lambda: {k: v for k, v in vars(config).items() if k != 'to_json'}
     (tmp_path / 'model.npz').write_bytes(b'constructed')     # for the tables' provenance
     encoded = {name: [([row], int(labels[row])) for row in rows] for name, rows in parts.items()}
     return types.SimpleNamespace(
