@@ -60,9 +60,9 @@ def blank_lines(path):
 
 
 def input_notes(setup, inputs, path):
-    """Sentences of the run that are not what the file says: blank lines skipped, and
-    for a transformer the lines longer than its max_length word pieces, which it reads
-    truncated. -> [note], each one line naming the lines."""
+    """Where the model does not read the file as it stands: blank lines skipped, and for
+    a transformer the lines longer than its max_length word pieces, read truncated.
+    -> [note], one line each, naming the lines."""
     notes = []
     skipped = blank_lines(path)
     if skipped:
