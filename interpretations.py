@@ -5,8 +5,8 @@
         --output results/stsa.binary_cnn/interpretations.html --png maps.png --neighbors 3
 
 The methods are in saliency.py (conformity, credibility, confidence and calibrated
-leave-one-out, gradient); the page, the PNG and the raw importances (CSV) are drawn
-by saliency_report.py.
+leave-one-out, gradient); the page and the raw importances (CSV) are drawn by
+saliency_report.py, the PNG pages by saliency_png.py.
 """
 import os
 
@@ -17,6 +17,7 @@ import nlp_utils
 from deepknn import result_folder
 from deepknn import leave_one_out
 from deepknn import saliency
+from deepknn.reports import saliency_png
 from deepknn.reports import saliency_report
 from deepknn import saliency_scores
 from nlp_utils import UserError
@@ -39,7 +40,10 @@ def parse_args(argv=None):
     parser.add_argument('--output', default=None,
                         help='HTML file (default <result dir>/interpretations_<split>.html); the '
                              'raw importances go beside it as .csv')
-    parser.add_argument('--png', default=None, help='also write the maps as this PNG')
+    parser.add_argument('--png', default=None,
+                        help='also write the maps as this PNG; more than {0} examples go '
+                             'into pages NAME_1.png, NAME_2.png, ... of {0} each'.format(
+                                 saliency_png.PNG_PAGE_EXAMPLES))
     parser.add_argument('--normalization', choices=sorted(saliency_scores.NORMALIZATIONS),
                         default=saliency_scores.DEFAULT_NORMALIZATION,
                         help="how maps are scaled: 'total' (the paper's wording), "

@@ -48,20 +48,25 @@ class UserError(Exception):
 def run_cli(main):
     """Run `main()`, turning a UserError, or an OSError of the machine (a read-only
     folder, a full disk, a path that is a folder), into one line on stderr and exit
-    status 2. The line starts on a line of its own, never glued to a progress bar."""
+    status 2, and Ctrl-C (KeyboardInterrupt) into one line 'interrupted' (with what to do
+    next, where the interrupted code gave it as the exception's argument) and exit
+    status 130, as shells report SIGINT. The line starts on a line of its own, never
+    glued to a progress bar."""
     import sys
 
     import tqdm
     try:
         main()
-    except (UserError, OSError) as error:
+    except (UserError, OSError, KeyboardInterrupt) as error:
         for bar in list(getattr(tqdm.tqdm, '_instances', [])):
             bar.close()
-        message = (error.for_command_line() if isinstance(error, UserError)
-                   else _os_error_message(error))
-        sys.stderr.write('\nerror: {}\n'.format(message) if sys.stderr.isatty()
-                         else 'error: {}\n'.format(message))
-        sys.exit(2)
+        if isinstance(error, KeyboardInterrupt):
+            line, status = 'interrupted' + ''.join(': ' + str(a) for a in error.args[:1]), 130
+        else:
+            line, status = 'error: ' + (error.for_command_line() if isinstance(error, UserError)
+                                        else _os_error_message(error)), 2
+        sys.stderr.write(('\n' if sys.stderr.isatty() else '') + line + '\n')
+        sys.exit(status)
 
 
 def _os_error_message(error):
@@ -145,47 +150,42 @@ def savez_write(path, arrays):
     return path, lambda f: _write_npz(f, arrays), 'wb'
 
 
-def _write_npz(f, arrays):
-    """What np.savez writes (one .npy member per array, uncompressed), except that a
+def save_chainer_npz(file, target):
+    """chainer.serializers.save_npz (compressed, as it writes) of a link, optimizer or
+    trainer, or of the {name: array} Chainer's snapshot extensions serialize them to,
+    into a path or binary file, without pickle and with _write_npz's single error on a
+    full disk. Also the `savefun` of those extensions."""
+    arrays = target
+    if not isinstance(target, dict):
+        serializer = chainer.serializers.DictionarySerializer()
+        serializer.save(target)
+        arrays = serializer.target
+    if not isinstance(file, str):
+        _write_npz(file, arrays, zipfile.ZIP_DEFLATED)
+        return
+    with open(file, 'wb') as f:
+        _write_npz(f, arrays, zipfile.ZIP_DEFLATED)
+
+
+def _write_npz(f, arrays, compression=zipfile.ZIP_STORED):
+    """What np.savez writes (one .npy member per array, uncompressed; np.savez_compressed
+    with ZIP_DEFLATED), in name order and reproducible byte for byte, except that a
     failed write (a full disk) raises once: np.savez leaves its ZipFile open, and its
     finaliser later fails again on the closed file with a second traceback."""
-    archive = zipfile.ZipFile(f, mode='w', compression=zipfile.ZIP_STORED, allowZip64=True)
+    archive = zipfile.ZipFile(f, mode='w', compression=compression, allowZip64=True)
     try:
-        for name, array in arrays.items():
-            # A fixed time stamp: the same arrays give the same bytes on every save.
+        # Members in name order with a fixed time stamp: the same arrays give the same
+        # bytes on every save (Chainer's own order follows the process's hash seed).
+        for name in sorted(arrays):
             info = zipfile.ZipInfo(name + '.npy', date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = compression
             with archive.open(info, 'w', force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+                np.lib.format.write_array(member, np.asanyarray(arrays[name]),
+                                          allow_pickle=False)
     except BaseException:
         archive.fp = None     # nothing more to write into a failing file, now or at exit
         raise
     archive.close()
-
-
-def link_arrays(link):
-    """{name: numpy array} of a Chain's parameters and persistent values, the names
-    Chainer's npz serializer gives them ('encoder/W', ...); a dict of such arrays (what
-    Chainer's snapshot extensions hand their `savefun`) is taken as it is."""
-    if not isinstance(link, dict):
-        serializer = chainer.serializers.DictionarySerializer()
-        serializer.save(link)
-        link = serializer.target
-    return {name: chainer.backend.CpuDevice().send(array) for name, array in link.items()}
-
-
-def write_link_npz(f, link):
-    """Write `link` (a Chain, or link_arrays of one) as chainer.serializers.save_npz
-    would, but with the members in name order: Chainer keeps a Chain's children in a
-    set, so its own member order follows the process's hash seed and bit-identical
-    weights got different file digests."""
-    arrays = link_arrays(link)
-    _write_npz(f, {name: arrays[name] for name in sorted(arrays)})
-
-
-def save_link_npz(path, link):
-    """A Chainer snapshot `savefun` (path, link or its arrays): write_link_npz."""
-    with open(path, 'wb') as f:
-        write_link_npz(f, link)
 
 
 def parameters_digest(arrays):

@@ -162,15 +162,19 @@ def faithfulness(args):
     ERASER comprehensiveness/sufficiency, AOPC and deletion/insertion areas of each
     method's ranking (and the random and reversed baselines) with bootstrap intervals,
     paired differences, and the methods' Kendall agreement (faithfulness_runs.py)."""
-    methods = saliency.parse_methods(args.methods, '--methods')   # before the DkNN build
-    setup, dknn = paper_analyses.load_run(args)
+    methods = saliency.parse_methods(args.methods or ','.join(faithfulness_runs.DEFAULT_METHODS),
+                                     '--methods')   # before the DkNN build
+    # Only a method nobody named may be left out (calibrated without temperature.json).
+    optional = () if args.methods else methods
+    setup, dknn = paper_analyses.load_run(args, check=lambda setup, _: (
+        faithfulness_runs.usable_methods(setup, methods, optional)))
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
         raise UserError('the {} split of {} is empty; pass another --split'.format(
             args.split, args.run))
     run = faithfulness_runs.run_faithfulness(setup, examples, dknn, methods,
                                              batchsize=args.batchsize, curves=args.curves,
-                                             seed=args.seed)
+                                             seed=args.seed, optional=optional)
     summaries = faithfulness_runs.summarize(run, seed=args.seed)
     differences = faithfulness_runs.paired_differences(run, seed=args.seed)
     stem = os.path.join(args.out, 'faithfulness_{}_{}'.format(args.run, args.split))
@@ -185,6 +189,26 @@ def faithfulness(args):
     print('wrote {0}.md, {0}.csv and {0}.png'.format(stem))
 
 
+def summary_rows_of(path, run):
+    """faithfulness_report.summary_rows of one run's faithfulness CSV; a UserError naming
+    the file when it is not such a table or holds no paired difference."""
+    remake = 'python paper_results.py --overwrite faithfulness --run {}'.format(run)
+    try:
+        with open(path, newline='', encoding='utf-8') as f:
+            rows = faithfulness_report.summary_rows(run, csv.DictReader(f))
+    except (KeyError, ValueError, TypeError) as error:
+        raise UserError('{} is not a faithfulness table ({}: {}); remake it with {}'.format(
+            path, type(error).__name__, error, remake))
+    if not rows:
+        raise UserError('{} has no paired difference ({}) to summarize; remake it with {} '
+                        'and --methods including {}'.format(
+                            path, ', '.join('{} - {}'.format(*pair) for pair in
+                                            faithfulness_runs.DIFFERENCE_PAIRS), remake,
+                            ','.join(sorted({m for pair in faithfulness_runs.DIFFERENCE_PAIRS
+                                             for m in pair}))))
+    return rows
+
+
 def faithfulness_summary(args):
     """Conformity leave-one-out against confidence and gradient, across runs, per classifier
 
@@ -196,13 +220,7 @@ def faithfulness_summary(args):
         if not os.path.exists(path):
             raise UserError('{} does not exist; make it with python paper_results.py '
                             'faithfulness --run {} --split {}'.format(path, run, args.split))
-        try:
-            with open(path, newline='', encoding='utf-8') as f:
-                rows += faithfulness_report.summary_rows(run, csv.DictReader(f))
-        except (KeyError, ValueError, TypeError) as error:
-            raise UserError('{} is not a faithfulness table ({}: {}); remake it with python '
-                            'paper_results.py --overwrite faithfulness --run {}'.format(
-                                path, type(error).__name__, error, run))
+        rows += summary_rows_of(path, run)
     header = ('# Faithfulness across models: conformity leave-one-out minus confidence '
               'leave-one-out and minus the gradient\n\nEach cell: the paired difference of '
               'the two methods on the same {} sentences, mean [95% bootstrap interval]; '
@@ -222,16 +240,18 @@ def add_faithfulness_command(commands):
                          help='the sentences measured')
     command.add_argument('--limit', type=nlp_utils.positive_int, default=200,
                          help='the first N sentences of the split')
-    command.add_argument('--methods', default=','.join(faithfulness_runs.DEFAULT_METHODS),
-                         help='comma-separated interpretation methods (calibrated is left out '
-                              'when the run has no temperature.json): ' +
-                              saliency.describe_methods())
+    command.add_argument('--methods', default=None,
+                         help='comma-separated interpretation methods (default: {}; there '
+                              'calibrated is left out with a note when the run has no '
+                              'temperature.json, named here it needs one): {}'.format(
+                                  ','.join(faithfulness_runs.DEFAULT_METHODS),
+                                  saliency.describe_methods()))
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     command.add_argument('--curves', action=argparse.BooleanOptionalAction, default=True,
                          help='deletion and insertion curves (a model row per word per '
                               'sentence and ranking); --no-curves measures only the bins')
-    command.add_argument('--seed', type=int, default=0,
+    command.add_argument('--seed', type=nlp_utils.seed, default=0,
                          help='seed of the random baseline and the bootstrap')
     summary = commands.add_parser('faithfulness-summary',
                                   help=faithfulness_summary.__doc__.split('\n')[0])

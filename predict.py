@@ -11,6 +11,8 @@ and the words the model has no entry for; and OUT.html / OUT_importances.csv, a 
 sentence for each of --methods ('none' for no maps). A model trained with --n-calib 0
 has no calibration split: its table has the softmax columns only.
 """
+import sys
+
 import numpy as np
 
 from deepknn import cli
@@ -40,6 +42,34 @@ def parse_args(argv=None):
     cli.add_device(parser)
     cli.add_overwrite(parser)
     return parser.parse_args(argv)
+
+
+def blank_lines(path):
+    """How many lines of the file are blank (Setup.new_inputs skips them)."""
+    with open(path, 'rb') as f:
+        return sum(1 for line in f if not line.strip())
+
+
+def input_notes(setup, inputs, path):
+    """Where the model does not read the file as it stands: blank lines skipped, and for
+    a transformer the lines longer than its max_length word pieces, read truncated.
+    -> [note], one line each, naming the lines."""
+    notes = []
+    skipped = blank_lines(path)
+    if skipped:
+        notes.append('{} of {} skipped; the outputs are numbered by their line in the '
+                     'file.'.format(nlp_utils.count(skipped, 'blank line'), path))
+    if model_setup.is_transformer(setup.config):
+        encoded = setup.encode([(tokens, None) for _, tokens in inputs])
+        truncated = [number for (number, _), (ids, _) in zip(inputs, encoded)
+                     if setup.model.count_truncated([ids])]
+        if truncated:
+            notes.append('{} longer than max_length {} word pieces, read truncated (the '
+                         'words past it do not count): line{} {}.'.format(
+                             nlp_utils.count(len(truncated), 'input'),
+                             setup.config.max_length, '' if len(truncated) == 1 else 's',
+                             ', '.join(map(str, truncated))))
+    return notes
 
 
 def unknown_words(tokens, vocab):
@@ -86,21 +116,26 @@ def main(argv=None):
     settings = saliency_report.page_settings(setup, methods, args.k, args.backend) if methods \
         else None
     inputs = setup.new_inputs(args.input)
+    notes = input_notes(setup, inputs, args.input)
+    for note in notes:
+        print('note: ' + note, file=sys.stderr)
     dknn = None
     if setup.splits.calib:
         with result_folder.lock(setup.result_dir, 'predict.py'):   # DkNN caches
             dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k,
                                             batchsize=args.batchsize)
     rows = prediction_rows(setup, inputs, dknn, args.batchsize)
-    header = '# Predictions for {}\n\nModel: {}. {}{}\n'.format(
+    header = '# Predictions for {}\n\nModel: {}. {}{}\n{}'.format(
         args.input, model_setup.run_description(setup), cli.provenance(),
-        '' if dknn else ' No calibration split: softmax only.')
+        '' if dknn else ' No calibration split: softmax only.',
+        ''.join('\nNote: {}\n'.format(note) for note in notes))
     writes = []
     if methods:
         results = saliency.interpret_all(setup, methods, [(t, None) for _, t in inputs], dknn)
         writes = saliency_report.map_writes(
             results, setup, {'html': args.out + '.html', 'csv': args.out + '_importances.csv'},
-            'Maps of {}'.format(args.input), settings)
+            'Maps of {}'.format(args.input), settings,
+            line_numbers=[number for number, _ in inputs])
     write_table(args.out, rows, list(rows[0]), header)
     nlp_utils.atomic_write_files(writes)
     print(markdown_table(rows, [c for c in rows[0] if c != 'unknown_words']))

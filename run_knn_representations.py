@@ -132,8 +132,9 @@ def detect(args):
     cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '.png')],
                           args.overwrite)
     rows, curves, points, models = [], {}, {}, []
-    for path in args.model_setup:
-        setup = load(args, path)
+    setups = [load(args, path) for path in args.model_setup]
+    knn_tables.check_seed_replicates([setup.config for setup in setups], args.model_setup)
+    for setup in setups:
         models.append(model_setup.run_description(setup))
         result = knn_influence.cached_mislabeled_experiment(setup, args.layer, args.batchsize,
                                                             seed=setup.config.label_noise_seed)

@@ -38,8 +38,10 @@ def main(argv=None):
                         help='the first N sentences of the split')
     parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
                         help='timed runs (median and spread)')
-    parser.add_argument('--methods', default=','.join(faithfulness_runs.DEFAULT_METHODS),
-                        help='comma-separated interpretation methods')
+    parser.add_argument('--methods', default=None,
+                        help='comma-separated interpretation methods (default: {}, calibrated '
+                             'left out without temperature.json)'.format(
+                                 ','.join(faithfulness_runs.DEFAULT_METHODS)))
     cli.add_dknn(parser)
     cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--curves', action=argparse.BooleanOptionalAction,
@@ -56,9 +58,10 @@ def main(argv=None):
     seconds, run = [], None
     for _ in range(args.repeats):
         start = time.perf_counter()
-        run = faithfulness_runs.run_faithfulness(setup, examples, dknn, args.methods,
-                                                 batchsize=args.batchsize, curves=args.curves,
-                                                 progress=False)
+        run = faithfulness_runs.run_faithfulness(
+            setup, examples, dknn, args.methods or faithfulness_runs.DEFAULT_METHODS,
+            batchsize=args.batchsize, curves=args.curves, progress=False,
+            optional=() if args.methods else faithfulness_runs.DEFAULT_METHODS)
         seconds.append(time.perf_counter() - start)
     rows = loo_rows(run) + run.n_rows
     median = statistics.median(seconds)

@@ -124,9 +124,11 @@ class Summary:
 
 
 # ---------------------------------------------------------------- methods and rankings
-def usable_methods(setup, methods):
-    """(methods that can run, notes): a method that needs temperature.json is left out
-    with a note when the run has none (scaling.py writes it)."""
+def usable_methods(setup, methods, optional=()):
+    """(methods that can run, notes). A method that needs temperature.json when the run
+    has none (scaling.py writes it) is an error naming the fix, unless it is in
+    `optional` (methods nobody asked for by name, e.g. the defaults): then it is left out
+    with a note."""
     methods = saliency.parse_methods(methods)
     kept, notes = [], []
     for method in methods:
@@ -134,6 +136,9 @@ def usable_methods(setup, methods):
             try:
                 calibration.load_temperature(setup.result_dir)
             except UserError as error:
+                if method not in optional:
+                    raise UserError('methods: {} needs the temperature: {}, or leave {} '
+                                    'out'.format(method, error, method))
                 notes.append('{} left out: {}'.format(method, error))
                 continue
         kept.append(method)
@@ -228,16 +233,17 @@ class VariantScores:
 # ---------------------------------------------------------------- the run
 def run_faithfulness(setup, examples, dknn, methods=DEFAULT_METHODS,
                      classifiers=tuple(CLASSIFIERS), batchsize=256, curves=True, seed=0,
-                     fractions=faithfulness.ERASER_FRACTIONS, progress=True):
+                     fractions=faithfulness.ERASER_FRACTIONS, progress=True, optional=()):
     """Every method's rankings (and the baselines) measured under every classifier, and
     the methods' agreement, on `examples` ([(tokens, label)], a split's first N).
-    `seed` seeds the random baseline. A method needing a missing temperature.json is
-    left out with a printed note (also in .notes). Returns a FaithfulnessRun."""
+    `seed` seeds the random baseline. A method needing a missing temperature.json is an
+    error, or if in `optional` left out with a printed note (also in .notes). Returns a
+    FaithfulnessRun."""
     unknown = [name for name in classifiers if name not in CLASSIFIERS]
     if unknown or not classifiers:
         raise UserError('classifiers: unknown {}; choose from {}'.format(
             ', '.join(unknown) or 'none given', ', '.join(CLASSIFIERS)))
-    methods, notes = usable_methods(setup, methods)
+    methods, notes = usable_methods(setup, methods, optional)
     for note in notes:
         print('note: ' + note, file=sys.stderr)
     maps = saliency.interpret_all(setup, methods, examples, dknn, batchsize, progress)

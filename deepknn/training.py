@@ -141,10 +141,13 @@ def make_trainer(config, model, train, dev, device, out):
     trainer.extend(extensions.Evaluator(dev_iter, classifier, converter=nlp_utils.convert_seq,
                                         device=device))
     trainer.extend(extensions.LogReport())
+    # nlp_utils.save_chainer_npz: Chainer's own writer leaves a ZipFile open on a full
+    # disk, whose finaliser prints a second traceback after the one-line error.
     trainer.extend(extensions.snapshot_object(model, config.model_path,
-                                              savefun=nlp_utils.save_link_npz),
+                                              savefun=nlp_utils.save_chainer_npz),
                    trigger=training.triggers.MaxValueTrigger('validation/main/accuracy'))
-    trainer.extend(extensions.snapshot(filename=SNAPSHOT), trigger=(1, 'epoch'))
+    trainer.extend(extensions.snapshot(filename=SNAPSHOT, savefun=nlp_utils.save_chainer_npz),
+                   trigger=(1, 'epoch'))
     trainer.extend(extensions.PrintReport(
         ['epoch', 'main/loss', 'validation/main/loss', 'main/accuracy',
          'validation/main/accuracy', 'elapsed_time']))
@@ -270,13 +273,19 @@ def start(config, out, gpu=-1, force=False):
     result_folder.mark(out, 'train_text_classifier.py')
     try:
         fit(run, out)
-    except BaseException:
-        if os.path.exists(os.path.join(out, SNAPSHOT)):
-            print('training stopped; rerun with --resume --out {} to continue from the last '
-                  'finished epoch'.format(out), file=sys.stderr)
-        else:
+    except BaseException as error:
+        if not os.path.exists(os.path.join(out, SNAPSHOT)):
             remove_new_run(out, created)
+            raise
+        if isinstance(error, KeyboardInterrupt):   # run_cli: one line 'interrupted: ADVICE'
+            raise KeyboardInterrupt(resume_advice(out)) from None
+        print(resume_advice(out), file=sys.stderr)
         raise
+
+
+def resume_advice(out):
+    return ('training stopped; rerun with --resume --out {} to continue from the last '
+            'finished epoch'.format(out))
 
 
 def remove_new_run(out, created):
@@ -340,4 +349,7 @@ def continue_training(out, epoch=None, gpu=-1):
     """Resume the run in `out` up to `epoch` epochs, holding its lock."""
     with result_folder.lock(out, 'training'):
         result_folder.sweep_stale(out)
-        resume(out, epoch, gpu)
+        try:
+            resume(out, epoch, gpu)
+        except KeyboardInterrupt:   # the snapshot stays: it can be resumed again
+            raise KeyboardInterrupt(resume_advice(out)) from None

@@ -128,7 +128,9 @@ def test_an_interrupted_training_set_reduction_resumes_from_its_last_step(
         raise KeyboardInterrupt                           # the session ends after a step
 
     monkeypatch.setattr(er.ReductionCheckpoint, 'save', save_then_stop)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match='stopped; its last step is saved in .*'
+                                                'limit25.partial.json, and the same command '
+                                                'resumes from it'):
         er.reduced_training_set(setup, limit=25)
     monkeypatch.undo()
     left = len(json.loads(partial.read_text())['state']['active'])
@@ -140,10 +142,45 @@ def test_an_interrupted_training_set_reduction_resumes_from_its_last_step(
     assert er.reduced_training_set(setup, limit=25) == whole
     assert steps and not partial.exists()
     monkeypatch.undo()
-    other = er.ReductionCheckpoint(str(partial), 'another model', 25)
+    other = er.ReductionCheckpoint(str(partial), 'another model', [2] * 25)
     other.save(er.input_reduction.BeamState([0], [1.0], [[(0, 1)]], [[1.0]], [0]))
-    assert er.ReductionCheckpoint(str(partial), 'this model', 25).load() is None
+    assert er.ReductionCheckpoint(str(partial), 'this model', [2] * 25).load() is None
     os.remove(str(partial))
+
+
+@pytest.mark.parametrize('damage, problem', [
+    (lambda state: state.pop('active'), 'expected the fields'),
+    (lambda state: state.update(active=[2]), 'active names an example outside 0..1'),
+    (lambda state: state['beams'][1].append([0, 7]), 'beams / beam_scores of example 1 do not match'),
+    (lambda state: state['beams'][0][0].append(3), 'beams of example 0 hold positions outside'),
+    (lambda state: state.update(first_scores=[0.5, 'x']), 'first_scores is not a list of numbers'),
+    (lambda state: state.update(targets=[0]), 'targets is not a list of 2 entries')])
+def test_a_damaged_reduction_state_is_a_one_line_error(tmp_path, damage, problem):
+    """Two examples of 3 and 2 words; a saved state round-trips, a damaged one is named."""
+    path = str(tmp_path / 'reduced_train.partial.json')
+    checkpoint = er.ReductionCheckpoint(path, 'model', [3, 2])
+    state = er.input_reduction.BeamState([1, 0], [0.9, 0.6], [[(0, 2), (1, 2)], [(0, 1)]],
+                                         [[0.8, 0.7], [0.6]], [0])
+    checkpoint.save(state)
+    assert checkpoint.load() == state
+    saved = json.loads(open(path).read())
+    damage(saved['state'])
+    with open(path, 'w') as f:
+        json.dump(saved, f)
+    with pytest.raises(UserError, match='reduced_train.partial.json is damaged \\({}.*delete '
+                                        'it'.format(problem)):
+        checkpoint.load()
+
+
+def test_a_damaged_reduced_training_set_names_the_file():
+    assert er.cached_inputs({'inputs': [['a', 'b'], ['c']]}, 'f.json', False) == [['a', 'b'],
+                                                                                   ['c']]
+    assert er.cached_inputs({'inputs': [[['p'], ['h']]]}, 'f.json', True) == [(['p'], ['h'])]
+    for inputs, pair in (([['a'], 'b'], False), ([['a', 'b']], True), (None, False),
+                         ([[['p'], ['h', 3]]], True)):
+        with pytest.raises(UserError, match='reduced training set f.json holds no list of '
+                                            '.*delete it'):
+            er.cached_inputs({'inputs': inputs}, 'f.json', pair)
 
 
 def test_entropy_table_reuses_each_models_measurements_until_the_model_changes(
@@ -264,3 +301,14 @@ def test_reduce_inputs_bad_input(parent, tmp_path):
     with pytest.raises(UserError, match='re-train with --n-calib'):
         reduce_inputs.main(['--model-setup', str(no_calib / 'args.json'),
                             '--importance', 'conformity', '--out', str(tmp_path)])
+
+
+def test_a_damaged_entropy_measurement_names_the_file():
+    row = {name: 1.0 for name in measures.MEASURED}
+    measures.check_row(row, 'm.json')
+    for damaged, missing in ((dict(row, reduced_length='2.5'), 'reduced_length'),
+                             ({k: v for k, v in row.items() if k != 'test_accuracy'},
+                              'test_accuracy'), ([1.0], 'dev_accuracy, test_accuracy')):
+        with pytest.raises(UserError, match='entropy measurements m.json: the entry of this '
+                                            'model has no number for {}'.format(missing)):
+            measures.check_row(damaged, 'm.json')

@@ -183,13 +183,17 @@ def test_nan_maps_are_ranked_by_the_gradient_else_nan_last():
     assert alone['conformity'][0].tolist() == [2, 0, 1]       # NaN last
 
 
-def test_calibrated_is_left_out_without_temperature_json(tmp_path):
+def test_calibrated_without_temperature_json_is_an_error_unless_optional(tmp_path):
     setup = types.SimpleNamespace(result_dir=str(tmp_path))
-    methods, notes = runs.usable_methods(setup, 'conformity,calibrated,gradient')
+    with pytest.raises(UserError, match='calibrated needs the temperature.*run python '
+                                        'scaling.py --model-setup .*args.json first'):
+        runs.usable_methods(setup, 'conformity,calibrated,gradient')
+    methods, notes = runs.usable_methods(setup, 'conformity,calibrated,gradient',
+                                         optional=runs.DEFAULT_METHODS)
     assert methods == ('conformity', 'gradient')
     assert len(notes) == 1 and 'calibrated left out' in notes[0] and 'scaling.py' in notes[0]
     with pytest.raises(UserError, match='none of calibrated can run'):
-        runs.usable_methods(setup, ['calibrated'])
+        runs.usable_methods(setup, ['calibrated'], optional=['calibrated'])
     (tmp_path / calibration.TEMPERATURE_FILE).write_text('{"temperature": 2.0}')
     assert runs.usable_methods(setup, 'calibrated,gradient') == (('calibrated', 'gradient'), [])
 
@@ -220,13 +224,43 @@ def test_summaries_and_paired_differences_of_a_hand_made_run():
     assert difference.interval.mean == pytest.approx(0.3) and difference.interval.excludes_zero
 
 
+def test_identical_curves_stay_visible_in_the_figure():
+    """Three rankings with the very same curves: every line is drawn with its own width,
+    marker shape and marker positions, so none hides the others; the legend says so."""
+    curve = [np.array([1.0, 0.5, 0.0])]
+    same = faithfulness.MethodFaithfulness(np.zeros((1, 2)), np.zeros((1, 2)), np.zeros(1),
+                                           np.zeros(1), np.full(1, 0.5), np.full(1, 0.5),
+                                           curve, curve)
+    rankings = ('conformity', 'credibility', 'reversed conformity')
+    result = faithfulness.FaithfulnessResult(np.array([0.1, 0.5]), np.array([2]),
+                                             np.ones((1, 2), int), np.zeros(1, int), np.ones(1),
+                                             {name: same for name in rankings}, 3)
+    run = runs.FaithfulnessRun(('conformity', 'credibility'), dict.fromkeys(rankings),
+                               np.array([2]), {'softmax': runs.ClassifierFaithfulness(
+                                   'softmax', runs.CLASSIFIERS['softmax'], result, {})},
+                               {}, 3, 3, True, [])
+    figure = faithfulness_report.curves_figure(run, 'title')
+    lines = figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == list(rankings)
+    np.testing.assert_array_equal(lines[0].get_ydata(), lines[1].get_ydata())   # identical
+    assert len({line.get_linewidth() for line in lines}) == 3
+    assert lines[0].get_linewidth() > lines[1].get_linewidth() > lines[2].get_linewidth()
+    assert len({line.get_marker() for line in lines}) == 3
+    assert len({tuple(line.get_markevery()) for line in lines}) == 3
+    assert 'identical curves' in figure.legends[0].get_title().get_text()
+    faithfulness_report.plots.plt.close(figure)
+
+
 # ---------------------------------------------------------------- the command line
 def test_cli_writes_markdown_csv_and_png(trained, tmp_path, monkeypatch):
     results, _, _ = trained
     out = tmp_path / 'out'
-    paper_results.main(['--results', str(results), '--out', str(out), 'faithfulness', '--run',
-                        'run', '--split', 'dev', '--limit', '5', '--k', '5', '--backend',
-                        'kdtree', '--methods', 'conformity,confidence,calibrated,gradient'])
+    named = ['--results', str(results), '--out', str(out), 'faithfulness', '--run', 'run',
+             '--split', 'dev', '--limit', '5', '--k', '5', '--backend', 'kdtree']
+    with pytest.raises(UserError, match='calibrated needs the temperature.*scaling.py'):
+        paper_results.main(named + ['--methods', 'conformity,calibrated'])
+    assert not out.exists()
+    paper_results.main(named)   # the default methods: calibrated left out with a note
     stem = out / 'faithfulness_run_dev'
     page = (stem.with_suffix('.md')).read_text()
     assert page.startswith('# Faithfulness') and 'Produced by: `python' in page
@@ -252,7 +286,7 @@ def test_cli_writes_markdown_csv_and_png(trained, tmp_path, monkeypatch):
                            for b in ('confidence', 'gradient')}
     assert all(r['excludes_zero'] in ('True', 'False') for r in rows
                if r['section'] == 'difference')
-    assert len([r for r in rows if r['section'] == 'agreement']) == 3   # 3 methods, 3 pairs
+    assert len([r for r in rows if r['section'] == 'agreement']) == 6   # 4 methods, 6 pairs
     # Committed tables (the default --out results/) are only replaced with --overwrite.
     monkeypatch.chdir(results.parent)
     (results / 'faithfulness_run_dev.csv').write_text('committed')

@@ -151,7 +151,7 @@ def test_a_resumed_reduction_equals_an_uninterrupted_one(cnn):
 
     with pytest.raises(KeyboardInterrupt):
         ir.make_reducer('gradient', setup, dknn).reduce(examples, on_step=stop_after_two_steps)
-    state = ir.BeamState.from_json(json.loads(saved[-1]))
+    state = ir.BeamState.from_json(json.loads(saved[-1]), [len(s) for s, _ in examples])
     assert state.active and len(state.active) < len(examples) + 1
     resumed = ir.make_reducer('gradient', setup, dknn).reduce(examples, resume=state)
     assert [(r.reduced, r.all_reduced, r.kept, r.steps, r.score_before, r.score_after)

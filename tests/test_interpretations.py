@@ -1,14 +1,17 @@
 """interpretations: every importance against a hand computation on a tiny model."""
+import dataclasses
 import types
 
 import chainer
 import chainer.functions as F
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 import interpretations as interp
 from deepknn import leave_one_out
 from deepknn import saliency
+from deepknn.reports import saliency_png
 from deepknn.reports import saliency_report
 from deepknn import saliency_scores
 import nets
@@ -548,8 +551,8 @@ def test_raw_importances_are_exported_with_both_scales(tmp_path):
 
 
 def test_png_caps_very_long_tokens():
-    assert len(saliency_report.png_word('x' * 5000)) == saliency_report.PNG_MAX_CHARS
-    assert saliency_report.png_word('short') == 'short'
+    assert len(saliency_png.png_word('x' * 5000)) == saliency_png.PNG_MAX_CHARS
+    assert saliency_png.png_word('short') == 'short'
 
 
 def test_long_inputs_warn_before_leave_one_out(capsys):
@@ -568,7 +571,7 @@ def test_progress_counts_rows_so_one_long_input_moves_the_bar(capsys):
 
 def test_png_is_written(tmp_path):
     path = tmp_path / 'maps.png'
-    nlp_utils.atomic_write_files([saliency_report.png_write(hostile_views(tmp_path), str(path))])
+    nlp_utils.atomic_write_files([saliency_png.png_write(hostile_views(tmp_path), str(path))])
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and path.stat().st_size > 1000
     assert [p.name for p in tmp_path.iterdir()] == ['maps.png']   # no temp file left
 
@@ -589,6 +592,24 @@ def test_nearest_training_examples_are_final_layer_neighbours(setup_and_dknn):
             [nlp_utils.to_ids(t, VOCAB) for t, _ in neighbours])[-1]
         np.testing.assert_allclose(np.linalg.norm(found_final - query, axis=1),
                                    np.sort(row)[:4], rtol=1e-5)
+
+
+def test_maps_of_more_than_8_examples_are_split_into_png_pages(tmp_path):
+    assert saliency_png.png_pages('a/maps.png', 8) == [('a/maps.png', slice(0, 8))]
+    assert saliency_png.png_pages('a/maps.png', 20) == [
+        ('a/maps_1.png', slice(0, 8)), ('a/maps_2.png', slice(8, 16)),
+        ('a/maps_3.png', slice(16, 20))]
+    view = hostile_views(tmp_path)[0]
+    views = [dataclasses.replace(view, heading='Example {}'.format(i)) for i in range(1, 11)]
+    writes = saliency_png.png_writes(views, str(tmp_path / 'maps.png'), 'Maps')
+    nlp_utils.atomic_write_files(writes)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['maps_1.png', 'maps_2.png']
+    one_page = saliency_png.png_writes(views[:1], str(tmp_path / 'one.png'), 'One')
+    nlp_utils.atomic_write_files(one_page)
+    heights = [plt.imread(str(tmp_path / name)).shape[0]
+               for name in ('one.png', 'maps_1.png', 'maps_2.png')]
+    # 8 examples on the first page, 2 on the second: each taller than one example alone.
+    assert heights[1] > heights[2] > heights[0]
 
 
 # ---------------------------------------------------------------- CLI

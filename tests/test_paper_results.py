@@ -333,3 +333,40 @@ def test_faithfulness_summary_names_a_file_that_is_not_a_faithfulness_table(tmp_
     with pytest.raises(UserError, match='faithfulness_cnn_test.csv is not a faithfulness table'):
         paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path),
                             'faithfulness-summary', '--runs', 'cnn'])
+
+
+def faithfulness_csv(path, measures):
+    """A faithfulness CSV whose only paired differences are conformity - confidence
+    under the softmax on `measures`, each -0.2 [-0.3, -0.1]."""
+    lines = ['section,classifier,method,baseline,measure,mean,low,high,n,excludes_zero',
+             'measure,softmax,conformity,,aopc_comp,0.3,0.2,0.4,7,']
+    lines += ['difference,softmax,conformity,confidence,{},-0.2,-0.3,-0.1,7,True'.format(m)
+              for m in measures]
+    path.write_text('\n'.join(lines) + '\n')
+
+
+def test_faithfulness_summary_refuses_a_run_without_paired_differences(tmp_path):
+    faithfulness_csv(tmp_path / 'faithfulness_a_test.csv', ['aopc_comp'])
+    faithfulness_csv(tmp_path / 'faithfulness_b_test.csv', [])   # measures only
+    with pytest.raises(UserError, match='faithfulness_b_test.csv has no paired difference.*'
+                                        'faithfulness --run b'):
+        paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path),
+                            'faithfulness-summary', '--runs', 'a,b'])
+    assert not (tmp_path / 'faithfulness_summary_test.csv').exists()
+
+
+def test_faithfulness_summary_of_a_run_without_curves_marks_the_missing_measures(tmp_path):
+    faithfulness_csv(tmp_path / 'faithfulness_a_test.csv', ['aopc_comp', 'aopc_suff'])
+    paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path),
+                        'faithfulness-summary', '--runs', 'a'])
+    with open(tmp_path / 'faithfulness_summary_test.csv') as f:
+        row, = csv.DictReader(f)
+    assert row['deletion_auc'] == row['insertion_auc'] == faithfulness_report.NOT_MEASURED
+    assert row['aopc_suff'] == '-0.200 [-0.300, -0.100]'
+    assert row['verdict'] == 'more faithful on 1, less on 1'   # of the two measured
+
+
+def test_faithfulness_seed_out_of_range_is_a_flag_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        paper_results.main(['--results', str(tmp_path), 'faithfulness', '--seed', '-1'])
+    assert stop.value.code == 2 and '--seed' in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """predict.py: new, unlabelled sentences get predictions, credibility and maps."""
 import csv
+import types
 
 import pytest
 
@@ -60,8 +61,13 @@ def test_predictions_are_the_models_own_and_maps_are_written(run, tmp_path):
     importances = read_csv(stem + '_importances.csv')
     assert {r['method'] for r in importances} == {'conformity', 'gradient'}
     assert {r['gold'] for r in importances} == {''}                 # unknown, not invented
+    assert [r['example'] for r in importances if r['method'] == 'gradient'] == \
+        ['1'] * 4 + ['3'] * 4                                      # by line, not by order
     page = open(stem + '.html').read()
     assert 'gold: <b><bdi>unknown</bdi></b>' in page
+    assert '<div>Line 3 — gold' in page and 'Example 2' not in page
+    assert 'Note: 1 blank line of {} skipped'.format(tmp_path / 'new.txt') in \
+        open(stem + '.md').read()
     with pytest.raises(UserError, match='pred.csv exists; pass --overwrite'):
         predict.main(['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out', stem])
 
@@ -109,3 +115,20 @@ def test_pair_lines_need_one_tab(tmp_path):
     (tmp_path / 'pairs.txt').write_text("a man sleeps\tnobody isn't\n")
     (number, tokens), = text_readers.read_new_inputs(str(tmp_path / 'pairs.txt'), True, RAW)
     assert number == 1 and tokens == (['a', 'man', 'sleeps'], ['nobody', 'isn', "'", 't'])
+
+
+def test_inputs_longer_than_a_transformers_max_length_are_named(tmp_path):
+    """A stand-in transformer of max_length 4 word pieces (one word = one piece, 2 taken
+    by [CLS] and [SEP]): the line of 3 words is truncated, the lines of 2 are not."""
+    (tmp_path / 'in.txt').write_text('a b\n\n \nb a b\n')
+    vocab = {'a': 0, 'b': 1, '<eos>': 2, '<unk>': 3}
+    setup = types.SimpleNamespace(
+        config=types.SimpleNamespace(model='minilm', max_length=4), vocab=vocab,
+        encode=lambda examples: nlp_utils.encode_examples(examples, vocab),
+        model=types.SimpleNamespace(count_truncated=lambda xs: sum(len(x) - 1 > 2 for x in xs)))
+    inputs = [(1, ['a', 'b']), (4, ['b', 'a', 'b'])]
+    assert predict.input_notes(setup, inputs, str(tmp_path / 'in.txt')) == [
+        '2 blank lines of {} skipped; the outputs are numbered by their line in the '
+        'file.'.format(tmp_path / 'in.txt'),
+        '1 input longer than max_length 4 word pieces, read truncated (the words past it do '
+        'not count): line 4.']

@@ -63,6 +63,7 @@ def make_setup(tmp_path, monkeypatch, vectors, labels, predicted, confidence, pa
     config = types.SimpleNamespace(n_class=n_class, model='cnn', dataset='constructed',
                                    train_file=None, label_noise_seed=1, pair=isinstance(tokens[0], tuple),
                                    model_path='model.npz')
+    config.to_json = lambda: {k: v for k, v in vars(config).items() if k != 'to_json'}
     cli_helpers.write_weights(tmp_path / 'model.npz', b'constructed')  # the tables' provenance
     encoded = {name: [([row], int(labels[row])) for row in rows] for name, rows in parts.items()}
     return types.SimpleNamespace(

@@ -8,6 +8,7 @@ import pytest
 import cli_helpers
 from deepknn.rajani import knn_representations as knn
 from deepknn import model_setup
+from deepknn.reports import knn_tables
 import run_knn_representations as cli
 import train_text_classifier
 from nlp_utils import UserError
@@ -134,6 +135,28 @@ def test_detect_scores_against_the_flipped_set(runs):
     assert 'Models: {}.'.format(model_line(noisy)) in open(stem + '_rankings.md').read()
     with pytest.raises(UserError, match='label.noise'):
         cli.main(['detect', '--model-setup', runs[1], '--out', stem, '--overwrite'])
+
+
+def test_detect_refuses_to_average_runs_that_differ_in_more_than_the_seed(runs):
+    folder, plain, noisy = runs
+    stem = str(folder / 'detect_mixed')
+    with pytest.raises(UserError, match=r'differ in more than the seed \(n_calib 0 vs 30; '
+                                        r'label_noise 0.1 vs 0.0\)'):
+        cli.main(['detect', '--model-setup', noisy, plain, '--out', stem])
+    assert not os.path.exists(stem + '.md')
+
+
+def test_seed_replicates_may_differ_only_in_the_seeds():
+    base = model_setup.RunConfig.from_json(dict(
+        dataset='stsa.binary', model='cnn', unit=8, layer=1, dropout=0.0, embed_dim=8,
+        n_class=2, seed=0, n_calib=0, char_based=False, pair=False, vocab_path='vocab.json',
+        model_path='best_model.npz', label_noise=0.1))
+    seeds = base.replace(seed=1, label_noise_seed=1, data_digest='x', n_vocab=7)
+    knn_tables.check_seed_replicates([base, seeds], ['a', 'b'])
+    other = seeds.replace(dataset='snli', n_class=3)
+    with pytest.raises(UserError, match="a and c differ in more than the seed \\(dataset "
+                                        "'stsa.binary' vs 'snli'; n_class 2 vs 3\\)"):
+        knn_tables.check_seed_replicates([base, seeds, other], ['a', 'b', 'c'])
 
 
 def test_retrieved_and_explain_replace_an_existing_table_only_when_asked(runs):

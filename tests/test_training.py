@@ -1,8 +1,15 @@
 """The training library's optimizers: the flags reach them, the BERT schedule is right."""
+import os
+import subprocess
+import sys
+
 import pytest
 
+import cli_helpers
 from deepknn import training
 from test_knn_removal import template_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_learning_rate_flag_reaches_every_optimizer():
@@ -16,3 +23,56 @@ def test_the_learning_rate_flag_reaches_every_optimizer():
     # 20 steps, 2 of warm-up: the first step runs at 1/2 of the rate; decay is 0.01 x lr.
     assert optimizer.alpha == 3e-5 and optimizer.eta == 0.5
     assert optimizer.weight_decay_rate == pytest.approx(0.01 * 3e-5)
+
+
+def test_a_full_disk_during_training_is_one_line_without_a_zipfile_traceback(tmp_path):
+    """RLIMIT_FSIZE makes writes past 16 KiB fail (EFBIG), as a full disk does: the model
+    (a 2,000 x 8 embedding, ~64 KiB) cannot be saved. Chainer's own npz writer left its
+    ZipFile open, whose finaliser printed a second traceback after the one-line error."""
+    import resource
+    (tmp_path / 'train.txt').write_text(cli_helpers.lines(80, 0))
+    (tmp_path / 'test.txt').write_text(cli_helpers.lines(20, 1))
+    argv = cli_helpers.train_argv(tmp_path / 'run', (str(tmp_path / 'train.txt'),
+                                                     str(tmp_path / 'test.txt')))
+    argv[argv.index('--unit') + 1] = '2000'
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))
+    done = subprocess.run([sys.executable, os.path.join(ROOT, 'train_text_classifier.py')] + argv,
+                          preexec_fn=limit, capture_output=True, text=True, cwd=str(tmp_path))
+    errors = [line for line in done.stderr.replace('\r', '\n').splitlines()
+              if line.strip() and '%|' not in line]
+    assert done.returncode == 2 and errors == [
+        'error: cannot use a file (File too large); check the path and the disk']
+
+
+def test_ctrl_c_during_training_is_one_line_exit_130_and_resume_continues(tmp_path):
+    """SIGINT once the first epoch's snapshot exists: one line saying how to continue,
+    exit status 130, the snapshot kept; --resume then finishes the run."""
+    import signal
+    import time
+    (tmp_path / 'train.txt').write_text(cli_helpers.lines(80, 0))
+    (tmp_path / 'test.txt').write_text(cli_helpers.lines(20, 1))
+    out = tmp_path / 'run'
+    argv = cli_helpers.train_argv(out, (str(tmp_path / 'train.txt'), str(tmp_path / 'test.txt')))
+    argv[argv.index('--epoch') + 1] = '100000'
+    command = [sys.executable, os.path.join(ROOT, 'train_text_classifier.py')]
+    running = subprocess.Popen(command + argv, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
+    try:
+        for _ in range(1200):                 # wait up to 2 minutes for the first snapshot
+            if (out / training.SNAPSHOT).exists() or running.poll() is not None:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)                       # inside a later epoch
+        running.send_signal(signal.SIGINT)
+        _, err = running.communicate(timeout=120)
+    finally:
+        running.kill()
+    errors = [line for line in err.replace('\r', '\n').splitlines()
+              if line.strip() and '%|' not in line]
+    assert running.returncode == 130 and errors == [
+        'interrupted: training stopped; rerun with --resume --out {} to continue from the '
+        'last finished epoch'.format(out)]
+    assert (out / training.SNAPSHOT).exists() and not (out / 'train_result.json').exists()
+    done = subprocess.run(command + ['--resume', '--out', str(out), '--epoch', '2'],
+                          capture_output=True, text=True, cwd=str(tmp_path))
+    assert done.returncode == 0 and (out / 'train_result.json').exists()

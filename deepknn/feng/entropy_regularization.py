@@ -21,6 +21,7 @@ import tqdm
 from deepknn import dknn as dknn_lib
 from deepknn import model_setup
 from deepknn.feng import input_reduction
+from deepknn import leave_one_out
 import nlp_utils
 from deepknn import result_folder
 from nlp_utils import UserError
@@ -65,15 +66,24 @@ def reduced_training_set(setup, importance='gradient', beam=input_reduction.DEFA
     path = os.path.join(setup.result_dir, name + '.json')
     key = dknn_lib.activation_key(setup)
     if os.path.exists(path):
-        cache = nlp_utils.read_json(path, 'reduced training set')
+        cache = nlp_utils.read_json(path, 'reduced training set', dict)
         if cache.get('key') == key:
-            return [tuple(x) if isinstance(x[0], list) else x for x in cache['inputs']]
+            return cached_inputs(cache, path, setup.model.pair)
     examples = setup.splits.train[:limit]
+    lengths = [len(leave_one_out.split_example(tokens, setup.model.pair)[1])
+               for tokens, _ in examples]
     checkpoint = ReductionCheckpoint(os.path.join(setup.result_dir, name + '.partial.json'),
-                                     key, len(examples))
+                                     key, lengths)
     reducer = input_reduction.make_reducer(importance, setup, None, beam, batchsize)
-    reductions = reducer.reduce(examples, progress='reducing train',
-                                resume=checkpoint.load(), on_step=checkpoint.save)
+    try:
+        reductions = reducer.reduce(examples, progress='reducing train',
+                                    resume=checkpoint.load(), on_step=checkpoint.save)
+    except KeyboardInterrupt:   # Ctrl-C: one line saying that a rerun resumes
+        if not os.path.exists(checkpoint.path):
+            raise
+        raise KeyboardInterrupt('the reduction of the training set stopped; its last step '
+                                'is saved in {}, and the same command resumes from it'.format(
+                                    checkpoint.path)) from None
     inputs = reduced_inputs(reductions)
     # Locked only while writing: the reduction takes long and other analyses of the
     # parent folder should not wait for it (a concurrent twin would write the same file).
@@ -85,22 +95,43 @@ def reduced_training_set(setup, importance='gradient', beam=input_reduction.DEFA
     return inputs
 
 
+def cached_inputs(cache, path, pair):
+    """The token-level inputs of a reduced training set file (lists of words, for pairs
+    (premise, hypothesis)); a UserError naming the file when they are something else."""
+    def words(value):
+        return isinstance(value, list) and all(isinstance(w, str) for w in value)
+    inputs = cache.get('inputs')
+    if not isinstance(inputs, list) or not all(
+            (isinstance(x, list) and len(x) == 2 and all(map(words, x))) if pair else words(x)
+            for x in inputs):
+        raise UserError('reduced training set {} holds no list of {}; delete it to reduce '
+                        'the training set again'.format(
+                            path, 'word-list pairs' if pair else 'word lists'))
+    return [tuple(x) for x in inputs] if pair else inputs
+
+
 class ReductionCheckpoint:
     """The beam search's state of one reduction, in a JSON file beside its cache: saved
     after every step, read back when the same model (key) reduces the same number of
-    examples again."""
+    examples again. lengths: the words each example's search moves."""
 
-    def __init__(self, path, key, n_examples):
-        self.path, self.key, self.n_examples = path, key, n_examples
+    def __init__(self, path, key, lengths):
+        self.path, self.key, self.lengths = path, key, list(lengths)
+        self.n_examples = len(self.lengths)
 
     def load(self):
-        """The saved BeamState, or None when there is none for this model and split."""
+        """The saved BeamState, or None when there is none for this model and split; a
+        UserError naming the file when it is damaged."""
         if not os.path.exists(self.path):
             return None
-        saved = nlp_utils.read_json(self.path, 'saved reduction state')
+        saved = nlp_utils.read_json(self.path, 'saved reduction state', dict)
         if saved.get('key') != self.key or saved.get('n_examples') != self.n_examples:
             return None
-        state = input_reduction.BeamState.from_json(saved['state'])
+        try:
+            state = input_reduction.BeamState.from_json(saved.get('state'), self.lengths)
+        except ValueError as error:
+            raise UserError('saved reduction state {} is damaged ({}); delete it to start '
+                            'the reduction over'.format(self.path, error))
         print('resuming the reduction from {} ({} of {} examples left)'.format(
             self.path, len(state.active), self.n_examples))
         return state
@@ -190,7 +221,7 @@ def write_finetuned_folder(out, parent_setup, model, settings, history):
             shutil.copyfile(os.path.join(parent_dir, name), os.path.join(staging, name))
         model_setup.write_config(staging, config)
         nlp_utils.atomic_write(os.path.join(staging, config.model_path),
-                               lambda f: nlp_utils.write_link_npz(f, model), 'wb')
+                               lambda f: nlp_utils.save_chainer_npz(f, model), 'wb')
         nlp_utils.atomic_write_json(os.path.join(staging, RECORD),
                                     {'parent': parent, 'settings': settings, 'history': history})
     return out

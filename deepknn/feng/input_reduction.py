@@ -66,10 +66,43 @@ class BeamState:
                 'beam_scores': self.beam_scores, 'active': self.active}
 
     @classmethod
-    def from_json(cls, obj):
+    def from_json(cls, obj, lengths):
+        """The state saved by to_json, for examples of `lengths` words each; ValueError
+        naming the first field that does not fit them (a damaged or foreign file)."""
+        if not isinstance(obj, dict) or set(obj) != set(cls.__dataclass_fields__):
+            raise ValueError('expected the fields {}'.format(', '.join(cls.__dataclass_fields__)))
+        n = len(lengths)
+        for name in ('targets', 'first_scores', 'beams', 'beam_scores'):
+            if not isinstance(obj[name], list) or len(obj[name]) != n:
+                raise ValueError('{} is not a list of {} entries'.format(name, n))
+        _check_numbers(obj['targets'], int, 'targets')
+        _check_numbers(obj['first_scores'], float, 'first_scores')
+        for i, (beam, scores) in enumerate(zip(obj['beams'], obj['beam_scores'])):
+            if not isinstance(beam, list) or not beam or not isinstance(scores, list) \
+                    or len(scores) != len(beam):
+                raise ValueError('beams / beam_scores of example {} do not match'.format(i))
+            _check_numbers(scores, float, 'beam_scores of example {}'.format(i))
+            for kept in beam:
+                _check_numbers(kept, int, 'beams of example {}'.format(i))
+                if not kept or not all(0 <= p < lengths[i] for p in kept):
+                    raise ValueError('beams of example {} hold positions outside its {} '
+                                     'words'.format(i, lengths[i]))
+        _check_numbers(obj['active'], int, 'active')
+        if not all(0 <= i < n for i in obj['active']):
+            raise ValueError('active names an example outside 0..{}'.format(n - 1))
         return cls(obj['targets'], obj['first_scores'],
                    [[tuple(kept) for kept in beam] for beam in obj['beams']],
                    obj['beam_scores'], obj['active'])
+
+
+def _check_numbers(values, kind, name):
+    """ValueError unless `values` is a list of finite numbers (integers for kind int)."""
+    allowed = (int,) if kind is int else (int, float)
+    if not isinstance(values, list) or not all(
+            isinstance(v, allowed) and not isinstance(v, bool) and np.isfinite(v)
+            for v in values):
+        raise ValueError('{} is not a list of {}'.format(
+            name, 'integers' if kind is int else 'numbers'))
 
 
 def check_beam(max_beam):

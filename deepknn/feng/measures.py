@@ -18,6 +18,7 @@ from deepknn import dknn_evaluation
 from deepknn.feng import input_reduction
 import nets
 import nlp_utils
+from nlp_utils import UserError
 from deepknn import result_folder
 from deepknn import saliency
 from deepknn import saliency_scores
@@ -44,7 +45,9 @@ def cached_measure(setup, args):
     path = os.path.join(setup.result_dir, MEASURES)
     key = measure_key(setup, args)
     row = read_measures(path).get(key)
-    if row is None:
+    if row is not None:
+        check_row(row, path)
+    else:
         row = measure(setup, args)
         with result_folder.lock(setup.result_dir, 'paper_results.py entropy'):
             nlp_utils.atomic_write_json(path, dict(read_measures(path), **{key: row}))
@@ -56,6 +59,16 @@ def read_measures(path):
     if not os.path.exists(path):
         return {}
     return nlp_utils.read_json(path, 'entropy measurements', dict)
+
+
+def check_row(row, path):
+    """UserError naming the MEASURES file when its row for a model lacks a number."""
+    missing = [name for name in MEASURED if not isinstance(row, dict) or isinstance(
+        row.get(name), bool) or not isinstance(row.get(name), (int, float))]
+    if missing:
+        raise UserError('entropy measurements {}: the entry of this model has no number for '
+                        '{}; delete the file to measure the models again'.format(
+                            path, ', '.join(missing)))
 
 
 def measure(setup, args):

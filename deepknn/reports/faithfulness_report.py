@@ -111,15 +111,33 @@ def csv_rows(run, summaries, differences):
     return rows
 
 
+# Identical curves (two methods with the same ranking, or a method and its reversal on
+# one-word sentences) would hide each other: the rankings drawn first get wider lines,
+# and each ranking its own marker shape and marker positions along the curve.
+MARKERS = ('o', 's', '^', 'D', 'v', 'P', 'X', '*', 'h', '<', '>')
+WIDEST_LINE = 3.2
+NARROWEST_LINE = 1.0
+OVERLAP_NOTE = ('wider lines drawn first and markers\nat staggered points, so identical '
+                'curves\nstay visible')
+
+
 def _style(run, ranking):
-    """(colour, line style) of a ranking: a method's colour, dashed when reversed;
-    the random baseline black and dotted."""
+    """Matplotlib keywords of a ranking's curve: a method's colour, dashed when reversed
+    (hollow markers), the random baseline black and dotted; width, marker and marker
+    positions (markevery) by its place among the rankings, so no curve hides another."""
     colours = plots.plt.get_cmap('tab10')
+    names = list(run.rankings)
+    order, n = names.index(ranking), len(names)
+    style = {'linewidth': NARROWEST_LINE + (WIDEST_LINE - NARROWEST_LINE) * (n - 1 - order)
+             / max(n - 1, 1), 'marker': MARKERS[order % len(MARKERS)], 'markersize': 4.5,
+             'markevery': (order, max(n, 5)) if run.curves else None}   # bins: every point
     if ranking == 'random':
-        return 'black', ':'
+        return dict(style, color='black', linestyle=':')
     method = ranking[len('reversed '):] if ranking.startswith('reversed ') else ranking
     index = run.methods.index(method) if method in run.methods else len(run.methods)
-    return colours(index % 10), '--' if ranking != method else '-'
+    reversed_ = ranking != method
+    return dict(style, color=colours(index % 10), linestyle='--' if reversed_ else '-',
+                markerfacecolor='none' if reversed_ else colours(index % 10))
 
 
 def curves_figure(run, title):
@@ -134,15 +152,13 @@ def curves_figure(run, title):
         for row, kind in enumerate(kinds):
             ax = axes[row, column]
             for ranking in run.rankings:
-                colour, style = _style(run, ranking)
                 scores = result.methods[ranking]
                 if run.curves:
                     curves = getattr(scores, kind + '_curves')
                     x, y = faithfulness_stats.DEFAULT_GRID, faithfulness_stats.mean_curve(curves)
                 else:
                     x, y = result.fractions, getattr(scores, kind).mean(axis=0)
-                ax.plot(x, y, color=colour, linestyle=style, linewidth=1.3, label=ranking,
-                        marker=None if run.curves else 'o', markersize=3)
+                ax.plot(x, y, label=ranking, **_style(run, ranking))
             ax.set_title('f = {}: {}'.format(name, kind), fontsize='medium')
             ax.set_xlabel('fraction of words {}'.format(
                 {'deletion': 'removed', 'insertion': 'kept'}.get(kind, 'in the top-k')))
@@ -151,7 +167,8 @@ def curves_figure(run, title):
             ax.grid(alpha=0.3)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     figure.legend(handles, labels, loc='center left', bbox_to_anchor=(1.0, 0.5),
-                  fontsize='small', title='ranking')
+                  fontsize='small', title='ranking ({})'.format(OVERLAP_NOTE),
+                  title_fontsize='small')
     figure.suptitle(title, fontsize='medium')
     figure.tight_layout()
     return figure
@@ -172,6 +189,8 @@ def report_writes(run, summaries, differences, stem, header, title):
 HIGHER_IS_BETTER = {'aopc_comp': True, 'aopc_suff': False, 'deletion_auc': False,
                     'insertion_auc': True}
 SUMMARY_COLUMNS = ['run', 'f', 'difference', 'n'] + list(HIGHER_IS_BETTER) + ['verdict']
+# The cell of a measure a run's CSV lacks (a --no-curves run has no curve areas).
+NOT_MEASURED = 'not measured'
 
 
 def signed_interval(mean, low, high):
@@ -195,7 +214,8 @@ def verdict(differences):
 def summary_rows(run_name, csv_rows_of_run):
     """One row per classifier f and paired difference (e.g. conformity - confidence) of
     one run's faithfulness CSV (CSV_COLUMNS, as read back: strings), with the four
-    headline differences (mean [95% interval]) and their verdict."""
+    headline differences (mean [95% interval], NOT_MEASURED where the CSV has none) and
+    the verdict of those it has."""
     grouped = {}
     for row in csv_rows_of_run:
         if row['section'] == 'difference' and row['measure'] in HIGHER_IS_BETTER:
@@ -207,5 +227,6 @@ def summary_rows(run_name, csv_rows_of_run):
                   for m, r in measures.items()}
         rows.append(dict({'run': run_name, 'f': classifier, 'difference': difference,
                           'n': next(iter(measures.values()))['n'], 'verdict': verdict(values)},
-                         **{m: signed_interval(*v) for m, v in values.items()}))
+                         **{m: signed_interval(*values[m]) if m in values else NOT_MEASURED
+                            for m in HIGHER_IS_BETTER}))
     return rows

@@ -11,6 +11,7 @@ from deepknn import model_setup
 from deepknn.rajani import knn_influence
 from deepknn.reports import paper_numbers
 import nlp_utils
+from nlp_utils import UserError
 
 
 def dataset_name(config):
@@ -95,6 +96,31 @@ def detection_rows(setup, result):
              'training_loss_recall_same_fraction': round(float(np.interp(
                  scores['fraction_inspected'], knn_influence.FRACTIONS, loss_curve)), 3)}
             for method, scores in result['methods'].items()]
+
+
+# The settings of runs averaged as seeds of one experiment that may differ: the seeds,
+# what they decide (the dev split drawn, so the vocabulary and the data digest), and
+# where the files lie.
+SEED_SETTINGS = ('seed', 'label_noise_seed')
+NOT_COMPARED = SEED_SETTINGS + ('model_path', 'vocab_path', 'data_dir', 'n_vocab',
+                                'vocab_digest', 'data_digest')
+
+
+def check_seed_replicates(configs, names):
+    """UserError unless the runs (RunConfigs, folder names) differ only in SEED_SETTINGS
+    (and NOT_COMPARED): averaging, say, an SST and an SNLI run as two seeds is wrong.
+    The message names each setting that differs from the first run and both values."""
+    first = configs[0].to_json()
+    for config, name in zip(configs[1:], names[1:]):
+        values = config.to_json()
+        differ = [key for key in dict.fromkeys(list(first) + list(values))
+                  if key not in NOT_COMPARED and first.get(key) != values.get(key)]
+        if differ:
+            raise UserError('{} and {} differ in more than the seed ({}): they are not seeds '
+                            'of one experiment to average; pass runs that differ only in {}'
+                            .format(names[0], name, '; '.join(
+                                '{} {!r} vs {!r}'.format(key, first.get(key), values.get(key))
+                                for key in differ), ' and '.join(SEED_SETTINGS)))
 
 
 def mean_rows(rows):

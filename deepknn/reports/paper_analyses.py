@@ -13,6 +13,7 @@ import nlp_utils
 from deepknn import result_folder
 from deepknn import saliency
 from deepknn.reports import paper_numbers
+from deepknn.reports import saliency_png
 from deepknn.reports import saliency_report
 from deepknn import saliency_scores
 from deepknn import calibration
@@ -106,8 +107,8 @@ def table2(args):
     rows = saliency_report.importance_rows(results, setup.vocab, setup.label_names,
                                            args.normalization)
     nlp_utils.atomic_write_files([saliency_report.html_write(views, stem + '.html', title),
-                                  saliency_report.png_write(views, stem + '.png', title),
-                                  saliency_report.importances_write(rows, stem + '.csv')])
+                                  saliency_report.importances_write(rows, stem + '.csv')] +
+                                 saliency_png.png_writes(views, stem + '.png', title))
     print('wrote {0}.html, {0}.png and {0}.csv'.format(stem))
 
 

@@ -1,5 +1,6 @@
-"""Rendering saliency maps: a self-contained HTML page (every text escaped), a PNG, and
-the raw importances as CSV, from the plain Interpretations of saliency.py.
+"""Rendering saliency maps: a self-contained HTML page (every text escaped), PNG pages
+(saliency_png.py), and the raw importances as CSV, from the plain Interpretations of
+saliency.py.
 
 Unknown words are shown in angle brackets, as in the paper; PTB tokens (-lrb-, ...)
 as the characters they stand for.
@@ -9,17 +10,14 @@ import dataclasses
 import html
 from typing import Optional
 
-import matplotlib
-matplotlib.use('Agg')  # headless: the figure is only ever saved
-import matplotlib.pyplot as plt  # noqa: E402 (must follow the backend choice)
-import numpy as np  # noqa: E402
-from matplotlib.font_manager import FontProperties  # noqa: E402
+import numpy as np
 
-from deepknn import calibration  # noqa: E402
-from deepknn import saliency  # noqa: E402
-from deepknn.reports import plots  # noqa: E402
-from nlp_utils import ptb_text  # noqa: E402
-from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, normalize  # noqa: E402
+from deepknn import calibration
+from deepknn import saliency
+from deepknn.reports.saliency_png import (PALETTE_NAMES, PALETTES, normalizations_used,
+                                          png_writes, word_colour)
+from nlp_utils import ptb_text
+from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, normalize
 
 
 def isolated(text):
@@ -55,6 +53,7 @@ class ExampleView:
     gold: Optional[str]         # gold label name, if known
     maps: list                  # [MethodMap]
     neighbors: list             # [(text, label name)] nearest training examples, maybe []
+    heading: str = ''           # 'Example 3', or 'Line 7' of a user's input file
 
     @property
     def pair(self):
@@ -68,12 +67,22 @@ def example_text(tokens, vocab):
     return ' '.join(display_tokens(tokens, vocab))
 
 
+def example_headings(n, line_numbers=None):
+    """The heading of each of n examples: 'Line L' by their line numbers in a user's file
+    (blank lines skipped there, so these need not be 1..n), else 'Example 1'..'Example n'."""
+    if line_numbers is None:
+        return ['Example {}'.format(i) for i in range(1, n + 1)]
+    return ['Line {}'.format(number) for number in line_numbers]
+
+
 def build_views(results, vocab, label_names, neighbors=None,
-                normalization=DEFAULT_NORMALIZATION):
+                normalization=DEFAULT_NORMALIZATION, line_numbers=None):
     """{method: [Interpretation]} (as from interpret_all) -> [ExampleView].
     neighbors: per example a list of training (tokens, label), or None;
-    normalization: a key of NORMALIZATIONS."""
+    normalization: a key of NORMALIZATIONS; line_numbers: per example its line in the
+    input file, for the headings (example_headings), or None."""
     methods = list(results)
+    headings = example_headings(len(results[methods[0]]), line_numbers)
     views = []
     for i, first in enumerate(results[methods[0]]):
         maps = []
@@ -88,16 +97,20 @@ def build_views(results, vocab, label_names, neighbors=None,
                      for tokens, label in (neighbors[i] if neighbors else [])]
         views.append(ExampleView(
             None if first.premise is None else display_tokens(first.premise, vocab),
-            None if first.label is None else label_names[first.label], maps, analogies))
+            None if first.label is None else label_names[first.label], maps, analogies,
+            headings[i]))
     return views
 
 
-def importance_rows(results, vocab, label_names, normalization=DEFAULT_NORMALIZATION):
+def importance_rows(results, vocab, label_names, normalization=DEFAULT_NORMALIZATION,
+                    line_numbers=None):
     """One row per (example, method, token) with the raw and the normalised importance,
-    for users' own statistics: [dict]."""
+    for users' own statistics: [dict]. 'example' numbers the examples from 1, or is
+    the example's line in the input file where `line_numbers` are given."""
     rows = []
     for method, interpretations in results.items():
-        for number, found in enumerate(interpretations, 1):
+        numbers = line_numbers or range(1, len(interpretations) + 1)
+        for number, found in zip(numbers, interpretations):
             normalized = normalize(found.scores, normalization)
             for position, (token, raw, norm) in enumerate(zip(found.tokens, found.scores,
                                                               normalized)):
@@ -121,21 +134,6 @@ def importances_write(rows, path):
         writer.writeheader()
         writer.writerows(rows)
     return path, write, 'w'
-
-
-# (supports the prediction, supports another class) RGB; SNLI as in the paper's Table 3.
-PALETTES = {False: ((33, 102, 172), (178, 24, 43)),     # blue / red
-            True: ((26, 152, 80), (222, 45, 140))}      # green / pink
-PALETTE_NAMES = {False: ('blue', 'red'), True: ('green', 'pink')}
-
-
-def word_colour(importance, pair):
-    """Normalised importance -> (r, g, b, alpha) with r, g, b in 0..255 and
-    alpha = |importance| in [0, 1] (0 for NaN or zero)."""
-    supports, opposes = PALETTES[pair]
-    if not np.isfinite(importance) or importance == 0:
-        return supports + (0.0,)
-    return (supports if importance > 0 else opposes) + (min(1.0, abs(float(importance))),)
 
 
 # ---------------------------------------------------------------- HTML
@@ -178,9 +176,10 @@ def _html_legend(pairs):
             'importance.</p>').format(' '.join(items))
 
 
-def _html_example(number, view):
-    parts = ['<section>', '<div>Example {} — gold: <b><bdi>{}</bdi></b></div>'.format(
-        number, html.escape(view.gold if view.gold is not None else 'unknown'))]
+def _html_example(view):
+    parts = ['<section>', '<div>{} — gold: <b><bdi>{}</bdi></b></div>'.format(
+        html.escape(view.heading), html.escape(view.gold if view.gold is not None
+                                               else 'unknown'))]
     if view.pair:
         parts.append('<div class="premise">Premise: <bdi>{}</bdi></div>'.format(
             html.escape(' '.join(view.premise))))
@@ -202,10 +201,6 @@ def _html_example(number, view):
                      '<ol>{}</ol></div>'.format(items))
     parts.append('</section>')
     return '\n'.join(parts)
-
-
-def normalizations_used(views):
-    return sorted({m.normalization for view in views for m in view.maps})
 
 
 def normalization_note(views):
@@ -231,7 +226,7 @@ def html_page(views, title, settings=None):
     """The self-contained HTML text: one table row per (example, method). `settings`:
     what the reader needs to know about the run (k, backend, temperature), shown."""
     title = title.replace('`', '')   # provenance lines quote commands Markdown-style
-    body = '\n'.join(_html_example(i + 1, view) for i, view in enumerate(views))
+    body = '\n'.join(map(_html_example, views))
     settings_line = ('<p class="settings">Settings: {}.</p>\n'.format(
         html.escape(settings_note(settings))) if settings else '')
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
@@ -264,112 +259,17 @@ def page_settings(setup, methods, k, backend, neighbors=0):
 
 
 def map_writes(results, setup, paths, title, settings, normalization=DEFAULT_NORMALIZATION,
-               neighbors=None):
+               neighbors=None, line_numbers=None):
     """(path, write, mode) of the maps of interpret_all's `results`: paths = {'html':
     page, 'csv': raw importances, 'png': optional figure (None for none)}, to be renamed
-    together with nlp_utils.atomic_write_files."""
-    views = build_views(results, setup.vocab, setup.label_names, neighbors, normalization)
-    rows = importance_rows(results, setup.vocab, setup.label_names, normalization)
+    together with nlp_utils.atomic_write_files. line_numbers: each example's line in
+    the input file (numbering the maps), or None to number them 1..n."""
+    views = build_views(results, setup.vocab, setup.label_names, neighbors, normalization,
+                        line_numbers)
+    rows = importance_rows(results, setup.vocab, setup.label_names, normalization,
+                           line_numbers)
     writes = [html_write(views, paths['html'], title, settings),
               importances_write(rows, paths['csv'])]
     if paths.get('png'):
-        writes.append(png_write(views, paths['png'], title))
+        writes += png_writes(views, paths['png'], title)
     return writes
-
-
-# ---------------------------------------------------------------- PNG
-PNG_FONT_SIZE = 10
-PNG_WIDTH = 12.0          # inches
-PNG_LABEL_WIDTH = 2.6     # inches kept for the method / prediction column
-PNG_LINE_HEIGHT = 0.3     # inches
-PNG_WORD_GAP = 0.06       # inches between coloured boxes, beyond a space, so none touch
-PNG_MAX_CHARS = 40        # longer tokens are cut (a 5,000-character token stays one box)
-
-
-def png_word(word):
-    return word if len(word) <= PNG_MAX_CHARS else word[:PNG_MAX_CHARS - 1] + '\u2026'
-
-
-def _legend_items(views, y):
-    """The colour legend row at height y: [(x, y, text, colour, bold)]."""
-    items, x = [(0.0, y, 'Colours:', None, True)], PNG_LABEL_WIDTH
-    for pair in sorted({view.pair for view in views} or {False}):
-        for (r, g, b), meaning in zip(PALETTES[pair], ('supports the prediction',
-                                                       'supports another class')):
-            items.append((x, y, meaning + (' (SNLI)' if pair else ''),
-                          (r / 255, g / 255, b / 255, 0.9), False))
-            x += 2.3
-    return items
-
-
-def _png_items(views, measure, title):
-    """Lay the title, legend and words out in inches from the top-left corner.
-
-    measure: str -> width in inches. Returns ([(x, y, text, facecolour or None,
-    bold)], total height)."""
-    items = [(0.0, PNG_LINE_HEIGHT, title, None, True)] if title else []
-    y = PNG_LINE_HEIGHT * (2 if title else 1)
-    items += _legend_items(views, y)
-    items.append((0.0, y + PNG_LINE_HEIGHT, 'Normalisation: ' + ', '.join(
-        normalizations_used(views)) + '; opacity = |normalised importance|', None, False))
-    y += 2.5 * PNG_LINE_HEIGHT
-    space = measure(' ') + PNG_WORD_GAP
-
-    def words_line(words, colours, y):
-        x = PNG_LABEL_WIDTH
-        for word, colour in zip(map(png_word, words), colours):
-            width = measure(word)
-            if x > PNG_LABEL_WIDTH and x + width > PNG_WIDTH:
-                x, y = PNG_LABEL_WIDTH, y + PNG_LINE_HEIGHT
-            items.append((x, y, word, colour, False))
-            x += width + space
-        return y + PNG_LINE_HEIGHT
-
-    for number, view in enumerate(views, 1):
-        gold = view.gold if view.gold is not None else 'unknown'
-        items.append((0.0, y, 'Example {} (gold: {})'.format(number, gold), None, True))
-        y += PNG_LINE_HEIGHT
-        if view.pair:
-            items.append((0.0, y, 'premise', None, False))
-            y = words_line(view.premise, [None] * len(view.premise), y)
-        for method_map in view.maps:
-            items.append((0.0, y, '{}: {} ({:.2f}){}'.format(
-                method_map.method, method_map.prediction, method_map.score,
-                ' \u2717' if method_map.correct is False else ''), None, False))
-            colours = [word_colour(v, view.pair) for v in method_map.importance]
-            colours = [(r / 255, g / 255, b / 255, a) for r, g, b, a in colours]
-            y = words_line(method_map.words, colours, y)
-        y += PNG_LINE_HEIGHT / 2
-    return items, y
-
-
-def png_write(views, path, title=None):
-    """(path, write, mode) of the maps as a PNG, for nlp_utils.atomic_write_files: a
-    title, the colour legend, then per example a header, the premise (SNLI) and one line
-    (or more, wrapped) per method with each word in a box coloured as in the HTML."""
-    figure = plt.figure(figsize=(PNG_WIDTH, 1))
-    renderer = figure.canvas.get_renderer()
-    font = FontProperties(size=PNG_FONT_SIZE)
-
-    def measure(text):
-        width, _, _ = renderer.get_text_width_height_descent(text, font, ismath=False)
-        return width / figure.dpi
-
-    items, height = _png_items(views, measure, title and png_word_line(title))
-    figure.set_size_inches(PNG_WIDTH, height)
-    for x, y, text, colour, bold in items:
-        box = None if colour is None else dict(boxstyle='square,pad=0.1', facecolor=colour,
-                                               edgecolor='none')
-        text_colour = 'white' if colour is not None and colour[3] > 0.6 else 'black'
-        # Figure fractions, not inches, so the layout survives savefig's change of dpi;
-        # parse_math=False: a token such as '$5' must not start mathtext.
-        figure.text(x / PNG_WIDTH, 1 - y / height, text, fontsize=PNG_FONT_SIZE,
-                    fontweight='bold' if bold else 'normal', bbox=box, color=text_colour,
-                    parse_math=False, va='baseline')
-    return plots.figure_write(figure, path)
-
-
-def png_word_line(title, limit=150):
-    """A title that fits one PNG line (provenance lines can be long)."""
-    title = title.replace('`', '')
-    return title if len(title) <= limit else title[:limit - 1] + '\u2026'
