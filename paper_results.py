@@ -12,7 +12,7 @@
     python paper_results.py faithfulness-summary --runs stsa.binary_cnn,stsa.binary_minilm
 
 Each output names the command that produced it; the runs themselves come from
-scripts/train_and_dknn.sh (see the README).
+scripts/train_and_dknn.sh (see docs/reproducing.md).
 """
 import argparse
 import csv

@@ -1,20 +1,23 @@
-"""The repository's layout (ARCHITECTURE.md): every import points down the layers.
+"""The repository's layout (docs/architecture.md): every import points down the layers.
 
 The import graph is read with `ast` from every .py file of the root, `deepknn/` (all
 depths), `scripts/` and `benchmarks/`, imports inside functions included, and checked by
 `layout_violations`, which fails on
   (a) a module under deepknn/ importing a root script,
-  (b) an import against the layers of LAYERS (and deepknn.cli used by anything but a
+  (b) an import against the layer table (and deepknn.cli used by anything but a
       command line, or importing above layer 1),
   (c) an import cycle among project modules,
-  (d) a module under deepknn/ that LAYERS does not place,
+  (d) a module under deepknn/ that the table does not place,
   (e) more than MAX_ROOT_FILES .py files at the root.
 The checker is a function of a graph, so each rule is also tested on a made-up graph.
+The layer table is docs/architecture.md's, its one copy, which must list every file of
+the project with its job (the first line of its docstring), and nothing else.
 """
 import ast
 import dataclasses
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 
@@ -29,56 +32,27 @@ MAX_ROOT_FILES = 12
 # "A module that passes about 400 lines ... is split along the job boundary."
 MAX_MODULE_LINES = 420
 
-# Module -> layer of ARCHITECTURE.md. A module may import only lower layers; within
-# layers 1 and 3 also modules of an earlier or the same sub-layer (3a < 3b < 3c < 3d),
-# cycles excluded by rule (c). 'deepknn.reports.*' places every module of the package.
-# Root scripts, scripts/ and benchmarks/ are layer 5 without being listed. Entries for
-# modules that do not exist (yet) are ignored.
-LAYERS = {
-    # 0 ground
-    'nlp_utils': '0',
-    'deepknn.result_folder': '0',
-    # package markers: a docstring, no imports (`import deepknn.x` runs them)
-    'deepknn': '0',
-    'deepknn.rajani': '0',
-    'deepknn.feng': '0',
-    'deepknn.reports': '0',
-    # 1 building blocks
-    'nets': '1',
-    'text_datasets': '1',
-    'deepknn.data_files': '1',
-    'deepknn.text_readers': '1',
-    'deepknn.splits': '1',
-    'deepknn.word_vectors': '1',
-    'deepknn.knn_index': '1',
-    'deepknn.ragged_lstm': '1',
-    'deepknn.pretrained': '1',
-    'deepknn.run_config': '1',
-    'deepknn.transformer': '1',
-    # 2 one loader
-    'deepknn.model_setup': '2',
-    # 3 methods
-    'deepknn.calibration': '3a',
-    'deepknn.leave_one_out': '3a',
-    'deepknn.dknn': '3a',
-    'deepknn.saliency_scores': '3a',
-    'deepknn.faithfulness_stats': '3a',
-    'deepknn.training': '3a',
-    'deepknn.saliency': '3b',
-    'deepknn.dknn_evaluation': '3b',
-    'deepknn.rajani.knn_representations': '3b',
-    'deepknn.faithfulness': '3c',
-    'deepknn.faithfulness_runs': '3c',
-    'deepknn.feng.input_reduction': '3c',
-    'deepknn.rajani.label_issues': '3c',
-    'deepknn.rajani.knn_influence': '3c',
-    'deepknn.feng.entropy_regularization': '3d',
-    'deepknn.feng.measures': '3d',
-    # 4 reports
-    'deepknn.reports.*': '4',
-    # the command lines' shared flags: imported by layer 5 only, imports layers 0-1 only
-    'deepknn.cli': 'cli',
-}
+# The layer table of docs/architecture.md, its one copy: rows `| layer | `file` | job |`.
+ARCHITECTURE_PAGE = os.path.join(ROOT, 'docs', 'architecture.md')
+_ROW = re.compile(r'^\| (0|1|2|3[abcd]|4|5|cli) \| `([^`]+)` \| (.*) \|$')
+
+
+def read_layer_table(path=ARCHITECTURE_PAGE):
+    """{file path: (layer, job)} of the page's layer table."""
+    with open(path, encoding='utf-8') as f:
+        rows = [_ROW.match(line) for line in f.read().splitlines()]
+    return {m.group(2): (m.group(1), m.group(3).replace('\\|', '|')) for m in rows if m}
+
+
+def layers_of(rows):
+    """Module -> layer of the table's library rows (the command lines' layer 5 is
+    known from where a file lies). A module may import only lower layers; within layers
+    1 and 3 also modules of an earlier or the same sub-layer (3a < 3b < 3c < 3d), cycles
+    excluded by rule (c)."""
+    return {module_name(path): layer for path, (layer, _) in rows.items()
+            if layer != '5' and path.endswith('.py')}
+
+
 # Layers whose modules may import each other without a cycle (layer 3 in sub-layer order):
 # result_folder raises nlp_utils.UserError (the one error type); reports share plots,
 # tables and the published numbers.
@@ -172,7 +146,7 @@ def is_root_script(module, path):
 
 
 def layer_of(module, path, table):
-    """The module's layer: its LAYERS entry, '5' for a command line, None if unplaced."""
+    """The module's layer: its `table` entry, '5' for a command line, None if unplaced."""
     if module in table:
         return table[module]
     for key, layer in table.items():
@@ -277,8 +251,10 @@ def _cycles(graph):
     return cycles
 
 
-def layout_violations(graph, table=LAYERS, max_root_files=MAX_ROOT_FILES):
-    """Every breach of the layout in `graph`, one readable line each."""
+def layout_violations(graph, table=None, max_root_files=MAX_ROOT_FILES):
+    """Every breach of the layout in `graph` (layers: `table`, module -> layer, by
+    default docs/architecture.md's), one readable line each."""
+    table = layers_of(read_layer_table()) if table is None else table
     problems = []
     root_files = sorted(path for path in graph.modules.values() if '/' not in path)
     if len(root_files) > max_root_files:
@@ -287,8 +263,8 @@ def layout_violations(graph, table=LAYERS, max_root_files=MAX_ROOT_FILES):
                         .format(len(root_files), max_root_files, ', '.join(root_files)))
     for module, path in sorted(graph.modules.items()):
         if path.startswith('deepknn/') and layer_of(module, path, table) is None:
-            problems.append('(d) {} ({}) has no layer: place the new module in LAYERS of '
-                            'tests/test_layout.py (ARCHITECTURE.md)'.format(path, module))
+            problems.append('(d) {} ({}) has no layer: give the new module its row in the '
+                            'layer table of docs/architecture.md'.format(path, module))
     for imp in graph.imports:
         imported_path = graph.modules[imp.imported]
         where = '{}:{} imports {}'.format(imp.path, imp.line, imp.imported)
@@ -317,7 +293,34 @@ def layout_violations(graph, table=LAYERS, max_root_files=MAX_ROOT_FILES):
 # ---------------------------------------------------------------- the real tree
 def test_the_import_graph_follows_the_layers():
     problems = layout_violations(read_graph(ROOT))
-    assert not problems, 'layout violations (ARCHITECTURE.md):\n' + '\n'.join(problems)
+    assert not problems, 'layout violations (docs/architecture.md):\n' + '\n'.join(problems)
+
+
+def first_docstring_line(path):
+    """A file's job: the first line of its docstring (of its opening comment for a shell
+    script)."""
+    with open(os.path.join(ROOT, path), encoding='utf-8') as f:
+        text = f.read()
+    if path.endswith('.sh'):
+        return text.splitlines()[1].lstrip('# ').rstrip()
+    return (ast.get_docstring(ast.parse(text)) or '').split('\n')[0].strip()
+
+
+def test_the_layer_table_lists_every_file_with_its_job():
+    rows = read_layer_table()
+    files = set(read_graph(ROOT).modules.values()) | {
+        os.path.join('scripts', name) for name in os.listdir(os.path.join(ROOT, 'scripts'))
+        if name.endswith('.sh')}
+    missing = sorted(files - set(rows))
+    assert not missing, 'docs/architecture.md lacks rows for {}'.format(missing)
+    assert not sorted(set(rows) - files), 'docs/architecture.md lists files that do not exist'
+    stale = ['| {} | `{}` | {} |'.format(layer, path, first_docstring_line(path))
+             for path, (layer, job) in sorted(rows.items()) if job != first_docstring_line(path)]
+    assert not stale, 'docs/architecture.md rows whose job is not the docstring\'s first ' \
+        'line; they should read:\n' + '\n'.join(stale)
+    assert all(layer == '5' for path, (layer, _) in rows.items() if
+               path.startswith(('scripts/', 'benchmarks/')) or layer_of(
+                   module_name(path), path, {}) == COMMAND_LINE and path.endswith('.py'))
 
 
 def test_no_library_module_passes_about_400_lines():

@@ -26,7 +26,7 @@ import nlp_utils
 from deepknn import result_folder
 from nlp_utils import UserError
 
-# The paper gives no values for these; ours (see README): lambda 1, Adam 1e-4, 3 epochs.
+# The paper gives no values for these; ours (docs/feng.md): lambda 1, Adam 1e-4, 3 epochs.
 DEFAULT_LAMBDA = 1.0
 DEFAULT_LR = 1e-4
 DEFAULT_EPOCHS = 3
