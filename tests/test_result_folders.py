@@ -109,13 +109,86 @@ def test_force_with_bad_input_fails_before_touching_the_run(finished, data, tmp_
 
 def test_force_replaces_a_result_folder_atomically(finished, data, tmp_path, capsys):
     out = copy_run(finished, tmp_path)
-    (out / 'dknn_test_faiss.json').write_text('{"stale": true}')
+    nlp_utils.atomic_write_text(str(out / 'dknn_test_faiss.json'), '{"stale": true}')  # ours
     status, _ = cli(train_text_classifier.main, train_argv(out, data, '--force', '--seed', '3'),
                     capsys)
     assert status == 0
     assert json.loads((out / 'args.json').read_text())['seed'] == 3
     assert not (out / 'dknn_test_faiss.json').exists()   # the old run went as a whole
     assert os.listdir(str(tmp_path)) == ['run']
+
+
+def test_force_refuses_a_result_folder_holding_a_users_files(finished, data, tmp_path, capsys):
+    """The README once told users to write my_sentences.txt into the demo's folder:
+    `make demo` (train --force) deleted it with the old run."""
+    out = copy_run(finished, tmp_path)
+    for name in ('my_sentences.txt', 'maps.html', 'notes.md', 'zz.txt'):
+        (out / name).write_text('mine')
+    before = snapshot(tmp_path)
+    status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert_one_line_error(status, err, 'holds files this tool did not write (maps.html, '
+                          'my_sentences.txt, notes.md and 1 more)', 'move them elsewhere',
+                          '.deep-knn-files')
+    assert snapshot(tmp_path) == before
+
+
+def test_every_writer_records_its_files_so_force_replaces_them(finished, data, tmp_path,
+                                                                 capsys):
+    """run_dknn, scaling, interpretations and predict write into the run (the demo's
+    commands): all of it is the tool's own, so --force replaces the whole run."""
+    import interpretations
+    import predict
+    import run_dknn
+    import scaling
+    out = copy_run(finished, tmp_path)
+    setup = str(out / 'args.json')
+    (tmp_path / 'new.txt').write_text('the film was good\n')
+    for main, argv in ((run_dknn.main, ['--model-setup', setup, '--k', '3']),
+                       (scaling.main, ['--model-setup', setup]),
+                       (interpretations.main, ['--model-setup', setup, '--limit', '2', '--k',
+                                               '3', '--output', str(out / 'maps.html'),
+                                               '--png', str(out / 'maps.png')]),
+                       (predict.main, ['--model-setup', setup, '--input',
+                                       str(tmp_path / 'new.txt'), '--k', '3',
+                                       '--out', str(out / 'mine')])):
+        assert cli(main, argv, capsys)[0] == 0
+    assert (out / 'maps.png').exists() and (out / 'mine.html').exists()
+    assert result_folder.manifest.foreign_files(str(out)) == []
+    status, _ = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert status == 0 and not (out / 'maps.html').exists() and not (out / 'mine.csv').exists()
+
+
+def test_a_folder_from_before_manifests_counts_the_tools_own_names(finished, data, tmp_path,
+                                                                     capsys):
+    """No manifest: files with the names the tool writes are its own, others are not;
+    the first file recorded starts the manifest with the former."""
+    out = copy_run(finished, tmp_path)
+    os.remove(str(out / result_folder.manifest.MANIFEST))
+    (out / 'temperature.json').write_text('{}')
+    (out / 'my_sentences.txt').write_text('mine')
+    assert result_folder.manifest.foreign_files(str(out)) == ['my_sentences.txt']
+    nlp_utils.atomic_write_text(str(out / 'maps.html'), '<p>')
+    assert {'args.json', 'best_model.npz', 'log', 'temperature.json', 'maps.html'} <= \
+        result_folder.manifest.recorded(str(out))
+    status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert_one_line_error(status, err, '(my_sentences.txt)')
+    os.remove(str(out / 'my_sentences.txt'))
+    status, _ = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert status == 0 and not (out / 'maps.html').exists()
+
+
+def test_a_users_folder_named_like_chainers_temporaries_is_not_swept(finished, data, tmp_path,
+                                                                       capsys):
+    out = copy_run(finished, tmp_path)
+    (out / 'log20240101').mkdir()
+    (out / 'log20240101' / 'day1.txt').write_text('mine')
+    (out / 'log20240101' / 'day2.txt').write_text('mine')
+    (out / 'logabcd1234').mkdir()                    # what a killed LogReport left
+    (out / 'logabcd1234' / 'log.json').write_text('[]')
+    status, _ = cli(train_text_classifier.main,
+                    train_argv(out, data, '--resume', '--epoch', '2'), capsys)
+    assert status == 0 and not (out / 'logabcd1234').exists()
+    assert sorted(os.listdir(str(out / 'log20240101'))) == ['day1.txt', 'day2.txt']
 
 
 # ---------------------------------------------------------------- --resume
