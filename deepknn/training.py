@@ -307,7 +307,8 @@ def resume(out, epoch=None, gpu=-1):
     run = prepare(config, gpu, model_setup.read_vocab(out, config))
     if config.data_digest not in (None, split_digest(run.splits)):
         raise UserError('the data of {} changed since training started (the splits differ); '
-                        'restore the data or start over with --force'.format(out))
+                        'restore the data, or start the run over (move it away, or '
+                        'train_text_classifier.py --force)'.format(out))
     fit(run, out, resume=True)
 
 

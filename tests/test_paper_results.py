@@ -91,6 +91,14 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     assert tables.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
 
 
+def test_a_pipe_or_line_break_in_a_cell_keeps_the_markdown_row_whole():
+    table = tables.markdown_table([{'token': 'a|b', 'text': 'one\ntwo', 'n': 1}],
+                                  ['token', 'text', 'n'])
+    header, rule, row = table.strip().split('\n')
+    assert row == '| a\\|b | one two | 1 |'
+    assert row.replace('\\|', '').count('|') == header.count('|') == 4
+
+
 def test_table1_summary_averages_seeds_per_vocabulary_and_backend():
     row = dict(table1_report.table1_empty_row('TREC_cnn', 'cnn', 'TREC'), backend='faiss',
                vocab='pretrained', epochs=30)
