@@ -57,18 +57,35 @@ def record_outputs(paths):
         record(root, names)
 
 
+# manifest path -> (its identity after our last append, names this process appended):
+# a checkpoint saved at every step of a long search is recorded once, not once a step.
+# Any change by another process (or a new file in its place) changes the identity.
+_APPENDED = {}
+
+
 def record(folder, names):
     """Append `names` (paths relative to marked `folder`) to its manifest; a folder
     marked before manifests existed first gets its legacy files (LEGACY_OWN)."""
     path = os.path.join(folder, MANIFEST)
-    if not os.path.exists(path):
-        names = _legacy_files(folder) + list(names)
-    text = ''.join(json.dumps(name) + '\n' for name in names)
+    try:
+        identity = _identity(os.stat(path))
+    except FileNotFoundError:
+        identity, names = None, _legacy_files(folder) + list(names)
+    known = _APPENDED.get(path, (None, set()))
+    done = known[1] if identity is not None and known[0] == identity else set()
+    new = [name for name in dict.fromkeys(names) if name not in done]
+    if not new:
+        return
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
-        os.write(fd, text.encode('utf-8'))
+        os.write(fd, ''.join(json.dumps(name) + '\n' for name in new).encode('utf-8'))
+        _APPENDED[path] = (_identity(os.fstat(fd)), done | set(new))
     finally:
         os.close(fd)
+
+
+def _identity(stat):
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def start(folder):

@@ -189,6 +189,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    cli.check_output_stem(args.table, '--table')
     cli.check_new_outputs([args.table + '.md'], args.overwrite, '--table')
     template = model_setup.read_config(args.template)
     os.makedirs(args.runs, exist_ok=True)

@@ -191,6 +191,21 @@ def test_a_users_folder_named_like_chainers_temporaries_is_not_swept(finished, d
     assert sorted(os.listdir(str(out / 'log20240101'))) == ['day1.txt', 'day2.txt']
 
 
+def test_a_file_written_again_and_again_is_recorded_once(tmp_path):
+    """A checkpoint saved at every step of a search must not grow the manifest a line a
+    step; a file written after the folder was replaced is recorded in the new one."""
+    folder = str(tmp_path / 'run')
+    result_folder.mark(folder, 'test')
+    for step in range(50):
+        nlp_utils.atomic_write_json(os.path.join(folder, 'search.partial.json'), {'step': step})
+    manifest_path = os.path.join(folder, result_folder.manifest.MANIFEST)
+    assert open(manifest_path).read() == '"search.partial.json"\n'
+    os.remove(manifest_path)
+    result_folder.mark(folder, 'test')                # a new folder in its place
+    nlp_utils.atomic_write_json(os.path.join(folder, 'search.partial.json'), {'step': 50})
+    assert result_folder.manifest.recorded(folder) == {'search.partial.json'}
+
+
 # ---------------------------------------------------------------- --resume
 def test_resume_deletes_nothing_and_records_the_epochs(finished, data, tmp_path, capsys):
     out = copy_run(finished, tmp_path)
