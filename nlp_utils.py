@@ -5,17 +5,15 @@ import errno
 import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
-import uuid
 import zipfile
 import zlib
 
 import chainer
 import numpy as np
 
-from deepknn import manifest
+from deepknn import file_groups, manifest
 
 EOS = '<eos>'
 UNK = '<unk>'
@@ -91,7 +89,7 @@ def atomic_write(path, write, mode):
 def atomic_write_files(writes):
     """writes: [(path, write(file), mode)]. Every file is written to a temporary sibling
     first and all are renamed only once every one succeeded; a rename that fails puts
-    back the files already replaced (_replace_together), so a failure leaves all the old
+    back the files already replaced (file_groups.replace_together), so a failure leaves all the old
     files as they were (a report and its data never end up half new). Files written
     below a result folder are recorded in its manifest (deepknn.manifest)."""
     temporaries = []
@@ -109,48 +107,13 @@ def atomic_write_files(writes):
             # Text is always UTF-8 (the HTML pages say so), whatever the locale.
             with os.fdopen(fd, mode, **({} if 'b' in mode else {'encoding': 'utf-8'})) as f:
                 write(f)
-        _replace_together([path for path, _, _ in writes], temporaries)
+        file_groups.replace_together([path for path, _, _ in writes], temporaries)
     except BaseException:
         for tmp in temporaries:
             if os.path.exists(tmp):
                 os.remove(tmp)
         raise
     manifest.record_outputs([path for path, _, _ in writes])
-
-
-def _replace_together(paths, temporaries):
-    """Rename each temporary onto its path. The old files are kept as hard links
-    (.tmp-PID-... names) until all renames succeeded; when one fails, each path already
-    replaced gets its old file back, or is removed if it had none."""
-    backups, replaced = {}, []
-    try:
-        for path, tmp in zip(paths, temporaries):
-            if os.path.isfile(path) and not os.path.islink(path):
-                backups[path] = _linked_copy(path)
-            os.replace(tmp, path)
-            replaced.append(path)
-    except BaseException:
-        for path in reversed(replaced):
-            if path in backups:
-                os.replace(backups.pop(path), path)
-            else:
-                os.remove(path)
-        raise
-    finally:
-        for backup in backups.values():
-            os.remove(backup)
-
-
-def _linked_copy(path):
-    """A hard link to file `path` under a temporary name beside it (a copy where the
-    file system has no hard links)."""
-    backup = os.path.join(os.path.dirname(os.path.abspath(path)), '.tmp-{}-{}{}'.format(
-        os.getpid(), uuid.uuid4().hex[:8], os.path.basename(path)))
-    try:
-        os.link(path, backup)
-    except OSError:
-        shutil.copy2(path, backup)
-    return backup
 
 
 def count(n, noun):

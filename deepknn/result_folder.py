@@ -19,7 +19,7 @@ import shutil
 import socket
 import sys
 
-from deepknn import manifest
+from deepknn import file_groups, manifest
 from nlp_utils import UserError
 
 MARKER = manifest.MARKER
@@ -150,13 +150,19 @@ def sweep_dead_temporaries(folder, endings=None):
     cache, a report) left. With `endings`, only those whose names end with one of them
     (the temporaries of those outputs). Called with a lock held. Returns the number
     removed."""
-    removed = 0
+    dead = []
     for name in os.listdir(folder):
         match = _TEMPORARY.match(name)
+        if match and (endings is None or name.endswith(tuple(endings))) and \
+                not _alive(int(match.group(1))) and not os.path.islink(os.path.join(folder, name)):
+            dead.append(name)
+    # First finish the renames a killed writer had begun, which use its temporaries.
+    for name in [n for n in dead if file_groups.is_journal(n)]:
+        file_groups.finish(os.path.join(folder, name))
+    removed = 0
+    for name in dead:
         path = os.path.join(folder, name)
-        if not match or (endings is not None and not name.endswith(tuple(endings))):
-            continue
-        if not _alive(int(match.group(1))) and not os.path.islink(path):
+        if os.path.lexists(path):
             shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
             removed += 1
     if removed:

@@ -39,6 +39,7 @@ LAYERS = {
     'nlp_utils': '0',
     'deepknn.result_folder': '0',
     'deepknn.manifest': '0',
+    'deepknn.file_groups': '0',
     # package markers: a docstring, no imports (`import deepknn.x` runs them)
     'deepknn': '0',
     'deepknn.rajani': '0',

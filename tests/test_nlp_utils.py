@@ -134,15 +134,21 @@ def test_a_damaged_model_file_is_one_line_not_a_zlib_traceback(tmp_path):
     import chainer
     import chainer.links as L
     path = tmp_path / 'best_model.npz'
-    chainer.serializers.save_npz(str(path), L.Linear(30, 20), compression=True)
+    weights = np.random.RandomState(0).randn(20, 30).astype(np.float32)
+    chainer.serializers.save_npz(str(path), L.Linear(30, 20, initialW=weights),
+                                 compression=True)
+    with zipfile.ZipFile(str(path)) as archive:       # where W's deflated bytes start
+        member = archive.getinfo('W.npy')
+    start = member.header_offset + 30 + len(member.filename) + len(member.extra)
     damaged = bytearray(path.read_bytes())
-    for i in range(60, 300):
+    for i in range(start + 50, start + 250):        # inside them, past the npy header
         damaged[i] ^= 0xff
     path.write_bytes(bytes(damaged))
     with pytest.raises(UserError, match=r'best_model.npz is not a readable npz file .*re-train'):
         nlp_utils.load_npz_safely(str(path), L.Linear(30, 20))
     with zipfile.ZipFile(str(path), 'w') as archive:
         archive.writestr('W.npy', b'random bytes, no array')
+        archive.writestr('b.npy', b'more random bytes')
     with pytest.raises(UserError, match=r'not a readable npz file \(a member is not a numpy'):
         nlp_utils.load_npz_safely(str(path), L.Linear(30, 20))
 

@@ -379,6 +379,46 @@ def test_a_kill_9_in_a_write_leaves_nothing_the_next_command_keeps(tmp_path):
     assert not (tmp_path / '.run.lock').exists()
 
 
+KILLED_BETWEEN_RENAMES = '''
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import nlp_utils
+from deepknn import result_folder
+
+real_replace, renamed = os.replace, []
+
+def replace(source, target):
+    if renamed:                                 # the second file of the group
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_replace(source, target)
+    renamed.append(target)
+
+os.replace = replace
+with result_folder.lock({folder!r}, 'scaling.py'):
+    nlp_utils.atomic_write_files([
+        ({folder!r} + '/temperature.json', lambda f: f.write('new T'), 'w'),
+        ({folder!r} + '/reliability_temperature.png', lambda f: f.write('new diagram'), 'w')])
+'''
+
+
+def test_a_group_a_kill_9_stopped_half_way_is_finished_by_the_next_command(tmp_path):
+    """scaling.py's temperature.json was replaced before its PNG: killed in between, the
+    folder held a new T beside the old diagram."""
+    folder = tmp_path / 'run'
+    folder.mkdir()
+    (folder / 'temperature.json').write_text('old T')
+    (folder / 'reliability_temperature.png').write_text('old diagram')
+    killed = subprocess.Popen([os.sys.executable, '-c',
+                               KILLED_BETWEEN_RENAMES.format(root=ROOT, folder=str(folder))])
+    assert killed.wait() == -9
+    assert (folder / 'temperature.json').read_text() == 'new T'          # half new
+    assert (folder / 'reliability_temperature.png').read_text() == 'old diagram'
+    with result_folder.lock(str(folder), 'the next command'):
+        assert (folder / 'reliability_temperature.png').read_text() == 'new diagram'
+        assert sorted(os.listdir(str(folder))) == ['reliability_temperature.png',
+                                                   'temperature.json']
+
+
 def test_run_dknn_after_a_killed_run_cleans_up_and_works(finished, tmp_path, capsys):
     import run_dknn
     out = copy_run(finished, tmp_path)
