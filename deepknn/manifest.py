@@ -20,11 +20,11 @@ import re
 
 MARKER = '.deep-knn-result'
 MANIFEST = '.deep-knn-files'
-# Names the tool writes into a result folder: training, run_dknn, scaling, the DkNN,
-# kNN, reduction and entropy caches, and the demo's maps.
+# Names the tool writes into a result folder: training (and train_and_dknn.sh's
+# time.txt), run_dknn, scaling, the DkNN, kNN, reduction and entropy caches, the demo's maps.
 LEGACY_OWN = re.compile(
     r'^(args\.json|vocab\.json|calib\.json|train_changes\.json|train\.log|train_result\.json'
-    r'|log|best_model\.npz|snapshot_latest\.npz|temperature\.json|calibration_.+\.json'
+    r'|log|time\.txt|best_model\.npz|snapshot_latest\.npz|temperature\.json|calibration_.+\.json'
     r'|reliability_temperature(_.+)?\.png|dknn_.+\.(json|npz)|knn_.+\.(json|html|md|csv)'
     r'|entropy_measures\.json|finetune_entropy\.json|reduced_train_.+\.json'
     r'|interpretations(_.+)?\.(html|csv|png))$')

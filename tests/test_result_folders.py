@@ -165,10 +165,12 @@ def test_a_folder_from_before_manifests_counts_the_tools_own_names(finished, dat
     out = copy_run(finished, tmp_path)
     os.remove(str(out / result_folder.manifest.MANIFEST))
     (out / 'temperature.json').write_text('{}')
+    (out / 'time.txt').write_text('wall_s 60')         # scripts/train_and_dknn.sh's
     (out / 'my_sentences.txt').write_text('mine')
     assert result_folder.manifest.foreign_files(str(out)) == ['my_sentences.txt']
     nlp_utils.atomic_write_text(str(out / 'maps.html'), '<p>')
-    assert {'args.json', 'best_model.npz', 'log', 'temperature.json', 'maps.html'} <= \
+    assert {'args.json', 'best_model.npz', 'log', 'temperature.json', 'time.txt',
+            'maps.html'} <= \
         result_folder.manifest.recorded(str(out))
     status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
     assert_one_line_error(status, err, '(my_sentences.txt)')
