@@ -13,6 +13,8 @@ import zlib
 import chainer
 import numpy as np
 
+from deepknn import file_groups, manifest
+
 EOS = '<eos>'
 UNK = '<unk>'
 # Penn Treebank escapes in the SST/TREC files, and the characters they stand for.
@@ -91,8 +93,10 @@ def atomic_write(path, write, mode):
 
 def atomic_write_files(writes):
     """writes: [(path, write(file), mode)]. Every file is written to a temporary sibling
-    first and all are renamed only once every one succeeded, so a failure leaves all
-    the old files as they were (a report and its data never end up half new)."""
+    first and all are renamed only once every one succeeded; a rename that fails puts
+    back the files already replaced (file_groups.replace_together), so a failure leaves all the old
+    files as they were (a report and its data never end up half new). Files written
+    below a result folder are recorded in its manifest (deepknn.manifest)."""
     temporaries = []
     try:
         for path, write, mode in writes:
@@ -108,13 +112,13 @@ def atomic_write_files(writes):
             # Text is always UTF-8 (the HTML pages say so), whatever the locale.
             with os.fdopen(fd, mode, **({} if 'b' in mode else {'encoding': 'utf-8'})) as f:
                 write(f)
-        for (path, _, _), tmp in zip(writes, temporaries):
-            os.replace(tmp, path)
+        file_groups.replace_together([path for path, _, _ in writes], temporaries)
     except BaseException:
         for tmp in temporaries:
             if os.path.exists(tmp):
                 os.remove(tmp)
         raise
+    manifest.record_outputs([path for path, _, _ in writes])
 
 
 def count(n, noun):
@@ -231,8 +235,11 @@ def load_npz_safely(path, target, what='model file'):
     try:
         with np.load(path, allow_pickle=False) as npz:
             chainer.serializers.NpzDeserializer(npz).load(target)
-    except (OSError, zipfile.BadZipFile) as e:
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:   # damaged bytes
         raise UserError('{} {} is not a readable npz file ({}); re-train'.format(what, path, e))
+    except TypeError:   # numpy hands back the raw bytes of a member that is no .npy
+        raise UserError('{} {} is not a readable npz file (a member is not a numpy array); '
+                        're-train'.format(what, path))
     except (KeyError, ValueError) as e:
         if 'pickle' in str(e):
             raise UserError('{} {} is not a plain npz (it holds pickled data, which is refused '

@@ -96,6 +96,7 @@ def reliability(args):
     if not os.path.exists(path):
         raise UserError('{} does not exist; run run_dknn.py --model-setup {}/args.json '
                         '--backend {} first'.format(path, os.path.dirname(path), args.backend))
+    nlp_utils.check_npz(path, 'DkNN predictions', 'run run_dknn.py again')   # not 'pickled'
     with np.load(path, allow_pickle=False) as predictions:
         labels, probabilities = predictions['label'], predictions['softmax_probability']
         curves = [calibration.reliability_curve('DkNN credibility', predictions['credibility'],

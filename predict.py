@@ -23,7 +23,7 @@ from deepknn import model_setup
 from deepknn import result_folder
 from deepknn import saliency
 from deepknn.reports import saliency_report
-from deepknn.reports.tables import markdown_table, write_table
+from deepknn.reports.tables import markdown_table, table_writes
 import nlp_utils
 from nlp_utils import UserError
 
@@ -105,6 +105,7 @@ def prediction_rows(setup, inputs, dknn, batchsize):
 def main(argv=None):
     args = parse_args(argv)
     methods = [] if args.methods == 'none' else saliency.parse_methods(args.methods, '--methods')
+    cli.check_output_stem(args.out)
     outputs = [args.out + suffix for suffix in ('.csv', '.md')] + (
         [args.out + '.html', args.out + '_importances.csv'] if methods else [])
     cli.check_new_outputs(outputs, args.overwrite)
@@ -119,6 +120,16 @@ def main(argv=None):
     notes = input_notes(setup, inputs, args.input)
     for note in notes:
         print('note: ' + note, file=sys.stderr)
+    # Held until the outputs are written: a second run into the same --out stops here.
+    with result_folder.lock_outputs(args.out, outputs, 'predict.py'):
+        cli.check_new_outputs(outputs, args.overwrite)   # none appeared meanwhile
+        predict(args, setup, methods, settings, inputs, notes)
+    print('wrote {}'.format(', '.join(path for path in outputs)))
+
+
+def predict(args, setup, methods, settings, inputs, notes):
+    """Predict and interpret `inputs` (with `notes` on how they were read for the
+    table's header); write the table and the maps together."""
     dknn = None
     if setup.splits.calib:
         with result_folder.lock(setup.result_dir, 'predict.py'):   # DkNN caches
@@ -136,10 +147,9 @@ def main(argv=None):
             results, setup, {'html': args.out + '.html', 'csv': args.out + '_importances.csv'},
             'Maps of {}'.format(args.input), settings,
             line_numbers=[number for number, _ in inputs])
-    write_table(args.out, rows, list(rows[0]), header)
-    nlp_utils.atomic_write_files(writes)
+    # The table and its maps are renamed together: never a table without its maps.
+    nlp_utils.atomic_write_files(table_writes(args.out, rows, list(rows[0]), header) + writes)
     print(markdown_table(rows, [c for c in rows[0] if c != 'unknown_words']))
-    print('wrote {}'.format(', '.join(path for path in outputs)))
 
 
 if __name__ == '__main__':

@@ -90,7 +90,7 @@ def output_writes(setup, results, out, split):
     writes = []
     for importance, (reductions, view, _) in results.items():
         rows = reduction_report.records(reductions, view, setup.label_names, setup.vocab)
-        stem = os.path.join(out, 'reduction_{}_{}_{}'.format(run, split, importance))
+        stem = importance_stem(out, run, split, importance)
         name = '{} {} split, {} importance'.format(run, split, importance)
         page = reduction_report.html_page(rows, reductions, setup.vocab, 'Input reduction: ' + name)
         # Beside the page and figures of the same call, so a call with other settings
@@ -100,6 +100,19 @@ def output_writes(setup, results, out, split):
                    reduction_report.length_histogram(stem + '_lengths.png', reductions, name),
                    reduction_report.confidence_density(stem + '_confidence.png', view, name)]
     return writes
+
+
+def importance_stem(out, run, split, importance):
+    return os.path.join(out, 'reduction_{}_{}_{}'.format(run, split, importance))
+
+
+def output_paths(args, run, importances):
+    """Every file this call writes: the table, and per importance (output_writes) the
+    records, page and figures."""
+    return [table_stem(args, run) + suffix for suffix in ('.md', '.csv')] + [
+        importance_stem(args.out, run, args.split, importance) + suffix
+        for importance in importances
+        for suffix in ('.jsonl', '.html', '_lengths.png', '_confidence.png')]
 
 
 def table_rows(setup, results, run):
@@ -139,6 +152,17 @@ def main(argv=None):
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
         raise UserError('the {} split is empty; choose another --split'.format(args.split))
+    run = os.path.basename(setup.result_dir)
+    # Held until the outputs are written: a second call with the same outputs stops here,
+    # and what a killed call left beside them is removed.
+    with result_folder.lock_outputs(table_stem(args, run), output_paths(args, run, importances),
+                                    'reduce_inputs.py'):
+        cli.check_new_outputs([table_stem(args, run) + '.md'], args.overwrite)
+        reduce_and_write(args, setup, importances, examples)
+
+
+def reduce_and_write(args, setup, importances, examples):
+    """Reduce `examples` with each importance; write the table, records, pages, figures."""
     dknn = None
     if needs_dknn(setup, importances, args.no_dknn):
         with result_folder.lock(setup.result_dir, 'reduce_inputs.py'):   # DkNN caches

@@ -355,6 +355,9 @@ def negation(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    for flag in ('table', 'out'):    # every subcommand's output paths are stems
+        if getattr(args, flag, None):
+            cli.check_output_stem(getattr(args, flag), '--' + flag)
     with LOCKS:
         args.run(args)
 

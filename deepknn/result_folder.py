@@ -19,11 +19,13 @@ import shutil
 import socket
 import sys
 
+from deepknn import file_groups, manifest
 from nlp_utils import UserError
 
-MARKER = '.deep-knn-result'
-# Chainer's snapshot and log writers stage files in tmp<name>XXXX / log<8 chars> folders.
-_STALE_IN_FOLDER = re.compile(r'^(\.tmp-.*|tmp(snapshot_latest|best_model)\.npz\w+|log\w{8})$')
+MARKER = manifest.MARKER
+# Chainer's snapshot and log writers stage a file in a folder tmp<name>XXXXXXXX (group
+# 2: that file's name) / log<8 chars> (holding log.json).
+_STALE_IN_FOLDER = re.compile(r'^(\.tmp-.*|tmp((snapshot_latest|best_model)\.npz)\w+|(log)\w{8})$')
 
 
 def _sibling(folder, kind):
@@ -43,8 +45,9 @@ def is_result_folder(path):
 
 
 def mark(folder, created_by):
-    """Create `folder` (if needed) and write its marker."""
+    """Create `folder` (if needed) and write its marker and an empty manifest."""
     os.makedirs(folder, exist_ok=True)
+    manifest.start(folder)
     with open(os.path.join(folder, MARKER), 'w', encoding='utf-8') as f:
         json.dump({'created_by': created_by, 'tool': 'deep-knn'}, f)
         f.write('\n')
@@ -55,8 +58,33 @@ def lock(folder, purpose):
     """Hold the exclusive lock of result folder `folder` (which may not exist yet) for
     the duration; a second holder gets a UserError naming the first. The lock file
     `.NAME.lock` beside the folder exists only while it is held."""
-    path = _sibling(folder, 'lock')
-    handle = _acquire(path, folder)
+    with _held(_sibling(folder, 'lock'), folder, purpose):
+        if os.path.isdir(folder):
+            sweep_dead_temporaries(folder)
+        yield
+
+
+@contextlib.contextmanager
+def lock_outputs(stem, paths, purpose):
+    """Hold the lock of one command's output files `paths` (`.STEM.outputs.lock` beside
+    `stem`, their common path without suffix), as `lock` does for a folder, so two
+    commands never write the same outputs; the temporaries that a killed writer of these
+    outputs left beside them are removed."""
+    with _held(_sibling(stem, 'outputs.lock'), 'the outputs ' + stem + '.*', purpose):
+        folders = {}
+        for path in paths:
+            folders.setdefault(os.path.dirname(os.path.abspath(path)), []).append(
+                os.path.basename(path))
+        for folder, names in folders.items():
+            if os.path.isdir(folder):
+                sweep_dead_temporaries(folder, names)
+        yield
+
+
+@contextlib.contextmanager
+def _held(path, what, purpose):
+    """Hold the flock of lock file `path` (guarding `what`) for the duration."""
+    handle = _acquire(path, what)
     with handle:
         handle.seek(0)
         handle.truncate()
@@ -64,8 +92,6 @@ def lock(folder, purpose):
             os.getpid(), socket.gethostname(), purpose,
             datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')))
         handle.flush()
-        if os.path.isdir(folder):
-            sweep_dead_temporaries(folder)
         try:
             yield
         finally:
@@ -76,7 +102,8 @@ def lock(folder, purpose):
 
 
 def _acquire(path, folder):
-    """Open and flock `path` without waiting -> the open file, or UserError."""
+    """Open and flock `path` without waiting -> the open file, or UserError naming
+    `folder` (what the lock guards)."""
     while True:
         try:
             handle = open(path, 'a+', encoding='utf-8')
@@ -116,17 +143,27 @@ def _alive(pid):
     return True
 
 
-def sweep_dead_temporaries(folder):
-    """Remove the temporary files of nlp_utils.atomic_write_files (.tmp-PID-...) in
-    `folder` whose writer is no longer running: what a kill -9 in the middle of a write
-    (an activation cache, a report) left. Called by `lock` once the lock is held.
-    Returns the number removed."""
-    removed = 0
+def sweep_dead_temporaries(folder, endings=None):
+    """Remove the temporary files and folders of this tool (.tmp-PID-..., as
+    nlp_utils.atomic_write_files and model extraction name them) in `folder` whose
+    writer is no longer running: what a kill -9 in the middle of a write (an activation
+    cache, a report) left. With `endings`, only those whose names end with one of them
+    (the temporaries of those outputs). Called with a lock held. Returns the number
+    removed."""
+    dead = []
     for name in os.listdir(folder):
         match = _TEMPORARY.match(name)
+        if match and (endings is None or name.endswith(tuple(endings))) and \
+                not _alive(int(match.group(1))) and not os.path.islink(os.path.join(folder, name)):
+            dead.append(name)
+    # First finish the renames a killed writer had begun, which use its temporaries.
+    for name in [n for n in dead if file_groups.is_journal(n)]:
+        file_groups.finish(os.path.join(folder, name))
+    removed = 0
+    for name in dead:
         path = os.path.join(folder, name)
-        if match and os.path.isfile(path) and not _alive(int(match.group(1))):
-            os.remove(path)
+        if os.path.lexists(path):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
             removed += 1
     if removed:
         print('removed {} temporary file(s) left by a killed run in {}'.format(removed, folder),
@@ -148,8 +185,8 @@ def sweep_stale(folder):
             removed += 1
     if is_result_folder(folder):
         for name in os.listdir(folder):
-            path = os.path.join(folder, name)
-            if _STALE_IN_FOLDER.match(name):
+            if _is_stale(os.path.join(folder, name)):
+                path = os.path.join(folder, name)
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
                 removed += 1
     if removed:
@@ -158,19 +195,42 @@ def sweep_stale(folder):
     return removed
 
 
-def check_replaceable(folder, flag='--force'):
-    """UserError unless `folder` is absent or a marked result folder of this tool."""
+def _is_stale(path):
+    """Whether `path` is a temporary a killed run left in its result folder: ours by
+    name (.tmp-...), or a folder of Chainer's writers holding at most the one file
+    it was staging (a user's folder of the same name pattern holds more)."""
+    match = _STALE_IN_FOLDER.match(os.path.basename(path))
+    if not match or os.path.islink(path):
+        return False
+    staged = match.group(2) or ('log.json' if match.group(4) else None)
+    if staged is None:
+        return True
+    return os.path.isdir(path) and set(os.listdir(path)) <= {staged}
+
+
+def check_replaceable(folder, flag='--force', other='pass another --out'):
+    """UserError unless `folder` is absent or a marked result folder of this tool that
+    holds only files this tool wrote (manifest.foreign_files); `other` is the way out
+    the message offers."""
     if not os.path.lexists(folder):
         return
     if not os.path.isdir(folder) or os.path.islink(folder):
-        raise UserError('{} is not a folder; pass another --out'.format(folder))
+        raise UserError('{} is not a folder; {}'.format(folder, other))
     if not is_result_folder(folder):
         legacy = os.path.exists(os.path.join(folder, 'args.json'))
         raise UserError('{} is not a result folder made by this tool (it has no {} marker); '
-                        '{} only replaces such folders: pass another --out{}'.format(
-                            folder, MARKER, flag,
+                        '{} only replaces such folders: {}{}'.format(
+                            folder, MARKER, flag, other,
                             ' (if an older version of this tool made it: touch {})'.format(
                                 os.path.join(folder, MARKER)) if legacy else ''))
+    foreign = manifest.foreign_files(folder)
+    if foreign:
+        shown = ', '.join(foreign[:3]) + (' and {} more'.format(len(foreign) - 3)
+                                          if len(foreign) > 3 else '')
+        raise UserError('{} holds files this tool did not write ({}); {} replaces only a '
+                        'folder of its own outputs: move them elsewhere or {} (if this tool '
+                        'wrote them, add their names to {})'.format(
+                            folder, shown, flag, other, os.path.join(folder, manifest.MANIFEST)))
 
 
 def new_staging(folder, created_by):

@@ -26,7 +26,7 @@ from chainer.training import extensions
 import nets
 import nlp_utils
 import text_datasets
-from deepknn import model_setup, result_folder, word_vectors
+from deepknn import manifest, model_setup, result_folder, word_vectors
 from deepknn.splits import Splits
 from nlp_utils import UserError
 
@@ -223,6 +223,8 @@ def fit(run, folder, resume=False):
             print('{} training inputs are longer than max_length {} word pieces and are '
                   'truncated'.format(truncated, config.max_length))
     trainer = make_trainer(config, model, train_ids, dev, run.device, folder)
+    # Chainer's writers do not go through nlp_utils, so their files are recorded here.
+    manifest.record(folder, [config.model_path, SNAPSHOT, 'log'])
     if resume:
         nlp_utils.load_npz_safely(os.path.join(folder, SNAPSHOT), trainer, 'snapshot')
     trainer.run(show_loop_exception_msg=False)   # errors are one line (run_cli)
@@ -290,13 +292,15 @@ def resume_advice(out):
 
 def remove_new_run(out, created):
     """Undo a run that failed before its first snapshot: the folder when this run made
-    it, else only the files this run wrote into the (empty) folder the user gave."""
-    if created:
+    it and nobody put files there meanwhile, else only the files this run wrote into it."""
+    foreign = manifest.foreign_files(out)
+    if created and not foreign:
         shutil.rmtree(out)   # made by this run a moment ago
         return
     for name in os.listdir(out):
         path = os.path.join(out, name)
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        if name not in foreign and not any(f.startswith(name + os.sep) for f in foreign):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
 
 
 def resume(out, epoch=None, gpu=-1):
@@ -313,7 +317,8 @@ def resume(out, epoch=None, gpu=-1):
     run = prepare(config, gpu, model_setup.read_vocab(out, config))
     if config.data_digest not in (None, split_digest(run.splits)):
         raise UserError('the data of {} changed since training started (the splits differ); '
-                        'restore the data or start over with --force'.format(out))
+                        'restore the data, or start the run over (move it away, or '
+                        'train_text_classifier.py --force)'.format(out))
     fit(run, out, resume=True)
 
 

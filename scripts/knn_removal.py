@@ -57,6 +57,10 @@ def train(out, config):
         print('resuming', out, flush=True)
         training.continue_training(out)
     else:
+        # Only a result folder of this tool's own files is started over (this script
+        # has no --force or --out to offer instead).
+        result_folder.check_replaceable(out, 'knn_removal.py',
+                                        'pass another --runs or move {} away'.format(out))
         print('training', out, flush=True)
         training.train(config, out, force=os.path.exists(out))
     return nlp_utils.read_json(result_path, 'training result')['test_accuracy']
@@ -94,10 +98,43 @@ def run_seed(args, template, seed):
                                  knn_influence.removal_sets(counts, fraction, seed)):
             name = run_folder(args.runs, seed, kind, fraction)
             exclude = os.path.abspath(name + '.exclude.json')
-            nlp_utils.atomic_write_text(exclude, json.dumps(indices.tolist()))
+            check_same_exclusions(name, exclude, indices)
+            if read_exclusions(exclude) != sorted(set(indices.tolist())):
+                nlp_utils.atomic_write_text(exclude, json.dumps(indices.tolist()))
             accuracies[fraction, kind] = train(
                 name, retrain_config(template, seed, args.n_calib, exclude))
     return accuracies
+
+
+def read_exclusions(path):
+    """The sorted set of training indices in exclusion file `path`, or None without one."""
+    if not os.path.exists(path):
+        return None
+    return sorted(set(model_setup.read_exclusions(path)))
+
+
+def check_same_exclusions(run, exclude, indices):
+    """UserError when `run`, finished or resumable, was trained without another set of
+    training examples than `indices` (another --k, --layer or --fractions made it): it
+    is never reused for this set, nor is its exclusion file `exclude` rewritten under
+    it. The run's own record (train_changes.json) decides; a run without one, its file."""
+    if not any(os.path.exists(os.path.join(run, name))
+               for name in ('train_result.json', training.SNAPSHOT)):
+        return                                  # nothing to reuse: it is trained anew
+    changes = os.path.join(run, 'train_changes.json')
+    if os.path.exists(changes):
+        used = sorted(nlp_utils.read_json(changes, 'training changes', dict).get(
+            'excluded_indices', []))
+    else:
+        used = read_exclusions(exclude)
+    wanted = sorted(set(indices.tolist()))
+    if used != wanted:
+        raise nlp_utils.UserError(
+            '{} was trained without {} training examples, not the {} this call removes ({} '
+            'in common), so it is not reused and {} stays as it was; was --k, --layer or '
+            '--fractions changed? pass another --runs or move the run away'.format(
+                run, 'an unknown set of' if used is None else len(used), len(wanted),
+                len(set(used or ()) & set(wanted)), exclude))
 
 
 def table_rows(per_seed, fractions):
@@ -152,6 +189,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    cli.check_output_stem(args.table, '--table')
     cli.check_new_outputs([args.table + '.md'], args.overwrite, '--table')
     template = model_setup.read_config(args.template)
     os.makedirs(args.runs, exist_ok=True)

@@ -172,6 +172,14 @@ def test_loading_something_else_is_a_one_line_error(tmp_path):
         DkNN.load(str(path))
 
 
+def test_random_bytes_are_not_called_pickled_data(tmp_path):
+    path = tmp_path / 'dknn.npz'
+    path.write_bytes(np.random.RandomState(0).bytes(500))
+    with pytest.raises(UserError) as error:
+        DkNN.load(str(path))
+    assert 'not an npz file' in str(error.value) and 'pickle' not in str(error.value)
+
+
 def test_training_labels_outside_the_classes_are_refused():
     with pytest.raises(UserError, match=r'train_labels must lie in \[0, 2\) .*got \[0, 2\]'):
         DkNN(2, k=3).fit([TRAIN], [0, 0, 0, 1, 1, 2])

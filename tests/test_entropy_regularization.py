@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+import subprocess
 
 import chainer
 import numpy as np
@@ -286,6 +287,26 @@ def test_finetune_bad_flags(parent, flags, message):
     with pytest.raises(UserError) as error:
         finetune_entropy.main(['--model-setup', str(out / 'args.json')] + flags)
     assert message in error.value.for_command_line()
+
+
+def test_reduce_inputs_locks_its_outputs_and_removes_what_a_killed_run_left(parent, tmp_path):
+    out, _ = parent
+    dead = subprocess.Popen(['true'])                # a pid that no longer runs
+    dead.wait()
+    left = tmp_path / '.tmp-{}-abcd1234reduction_custom_cnn_test_gradient.html'.format(dead.pid)
+    other = tmp_path / '.tmp-{}-abcd1234my_page.html'.format(dead.pid)   # not its output
+    left.write_text('half a page')
+    other.write_text('half another page')
+    argv = ['--model-setup', str(out / 'args.json'), '--split', 'test', '--importance',
+            'gradient', '--limit', '2', '--out', str(tmp_path)]
+    stem = str(tmp_path / 'reduction_custom_cnn_test')
+    with result_folder.lock_outputs(stem, [], 'another reduce_inputs.py'):
+        with pytest.raises(UserError, match='reduction_custom_cnn_test.* is in use by pid'):
+            reduce_inputs.main(argv)
+    assert left.exists() and not (tmp_path / 'reduction_custom_cnn_test.md').exists()
+    reduce_inputs.main(argv)
+    assert not left.exists() and other.exists()
+    assert (tmp_path / 'reduction_custom_cnn_test.md').exists()
 
 
 def test_reduce_inputs_bad_input(parent, tmp_path):

@@ -1,7 +1,9 @@
 """scripts/knn_removal.py: retrains with the template's configuration, drops computed per seed."""
+import json
 import os
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'scripts'))
@@ -9,6 +11,7 @@ import cli_helpers  # noqa: E402
 import knn_removal  # noqa: E402
 from deepknn import model_setup, training  # noqa: E402
 from deepknn.model_setup import RunConfig  # noqa: E402
+import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
 
@@ -65,6 +68,59 @@ def test_an_unfinished_run_resumes_from_its_snapshot(tmp_path, monkeypatch):
         knn_removal.train(str(out), same.replace(seed=2))
     assert calls == []
     assert knn_removal.train(str(out), same) == 0.7 and calls == [('resume', str(out))]
+
+
+def fake_training(trained):
+    """training.train writing what a finished run holds: its settings, the examples it
+    excluded (train_changes.json) and a test accuracy that falls with each one."""
+    def train(config, out, gpu=-1, force=False):
+        os.makedirs(out, exist_ok=True)
+        model_setup.write_config(out, config)
+        excluded = model_setup.read_exclusions(config.exclude_train)
+        nlp_utils.atomic_write_json(os.path.join(out, 'train_changes.json'),
+                                    {'excluded_indices': excluded, 'flipped_indices': []})
+        nlp_utils.atomic_write_json(os.path.join(out, 'train_result.json'),
+                                    {'test_accuracy': 0.9 - 0.1 * len(excluded)})
+        trained.append(os.path.basename(out))
+    return train
+
+
+def test_a_run_is_reused_only_for_the_same_exclusion_set(tmp_path, monkeypatch):
+    """A rerun into the same --runs with another --k retrieved other examples: it used
+    to reuse the old k's retrain (a 0.0-point difference in the table) and overwrite
+    that run's exclusion file."""
+    trained = []
+    monkeypatch.setattr(training, 'train', fake_training(trained))
+    # k 1 retrieves examples 0 and 1 most often, k 2 examples 2 and 3.
+    monkeypatch.setattr(knn_removal, 'retrieval_counts', lambda full, k, layer: np.array(
+        [9, 8, 0, 0, 0, 0] if k == 1 else [0, 0, 9, 8, 0, 0]))
+
+    def run(k):
+        args = knn_removal.parse_args(['--template', 'x', '--runs', str(tmp_path), '--table',
+                                       't', '--seeds', '1', '--fractions', '0.3', '--k', str(k)])
+        return knn_removal.run_seed(args, template_config(), 1)
+    assert run(1)[0.3, 'top'] == pytest.approx(0.7)
+    assert trained == ['seed1_full', 'seed1_top30', 'seed1_random30']
+    exclusions = tmp_path / 'seed1_top30.exclude.json'
+    assert json.loads(exclusions.read_text()) == [0, 1]
+    before = exclusions.stat().st_mtime_ns
+    assert run(1)[0.3, 'top'] == pytest.approx(0.7) and len(trained) == 3   # reused
+    assert exclusions.stat().st_mtime_ns == before            # not even rewritten
+    with pytest.raises(UserError, match=r'seed1_top30 was trained without 2 training examples, '
+                       r'not the 2 this call removes \(0 in common\).*seed1_top30\.exclude\.json '
+                       r'stays as it was.*--k.*another --runs'):
+        run(2)
+    assert json.loads(exclusions.read_text()) == [0, 1] and len(trained) == 3
+
+
+def test_a_folder_of_someone_elses_files_is_refused_naming_this_scripts_way_out(tmp_path):
+    out = tmp_path / 'seed1_full'
+    out.mkdir()
+    (out / 'notes.txt').write_text('mine')
+    with pytest.raises(UserError) as error:
+        knn_removal.train(str(out), knn_removal.retrain_config(template_config(), 1, 100))
+    assert 'another --runs' in str(error.value) and '--out' not in str(error.value)
+    assert '--force' not in str(error.value) and (out / 'notes.txt').read_text() == 'mine'
 
 
 def test_drops_are_full_minus_variant_in_points_averaged_over_seeds():

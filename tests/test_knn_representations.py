@@ -262,3 +262,11 @@ def test_split_names_say_which_file_replaced_a_split():
     proxy = types.SimpleNamespace(dataset='snli', dev_file=None, test_file=None,
                                   train_file='/data/snli_1.0/snli_1.0_dev.jsonl')
     assert knn_tables.split_name(proxy, 'test') == 'snli (dev-trained proxy) test'
+
+def test_a_k_below_one_is_not_told_to_choose_a_smaller_one():
+    with pytest.raises(UserError) as error:
+        knn.check_k(0, 10)
+    assert 'from 1 to the 10 training examples, got 0' in str(error.value)
+    assert 'smaller' not in str(error.value)
+    with pytest.raises(UserError, match='got 11; choose a smaller one'):
+        knn.check_k(11, 10)

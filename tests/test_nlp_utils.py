@@ -132,6 +132,49 @@ def test_npz_with_pickled_objects_is_refused(tmp_path):
         nlp_utils.load_npz_safely(str(tmp_path / 'empty.npz'), L.Linear(3, 2))
 
 
+def test_a_damaged_model_file_is_one_line_not_a_zlib_traceback(tmp_path):
+    """A compressed member with a flipped byte used to raise zlib.error; a member that
+    is no .npy array a TypeError."""
+    import chainer
+    import chainer.links as L
+    path = tmp_path / 'best_model.npz'
+    weights = np.random.RandomState(0).randn(20, 30).astype(np.float32)
+    chainer.serializers.save_npz(str(path), L.Linear(30, 20, initialW=weights),
+                                 compression=True)
+    with zipfile.ZipFile(str(path)) as archive:       # where W's deflated bytes start
+        member = archive.getinfo('W.npy')
+    start = member.header_offset + 30 + len(member.filename) + len(member.extra)
+    damaged = bytearray(path.read_bytes())
+    for i in range(start + 50, start + 250):        # inside them, past the npy header
+        damaged[i] ^= 0xff
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(UserError, match=r'best_model.npz is not a readable npz file .*re-train'):
+        nlp_utils.load_npz_safely(str(path), L.Linear(30, 20))
+    with zipfile.ZipFile(str(path), 'w') as archive:
+        archive.writestr('W.npy', b'random bytes, no array')
+        archive.writestr('b.npy', b'more random bytes')
+    with pytest.raises(UserError, match=r'not a readable npz file \(a member is not a numpy'):
+        nlp_utils.load_npz_safely(str(path), L.Linear(30, 20))
+
+
+def test_atomic_write_files_replaces_all_or_none(tmp_path):
+    """The second rename fails (its path is a folder): the first file gets its old bytes
+    back, a file that did not exist before is removed, and no temporary stays."""
+    (tmp_path / 'a.json').write_text('old a')
+    (tmp_path / 'c.png').mkdir()
+    writes = [(str(tmp_path / name), lambda f, name=name: f.write('new ' + name), 'w')
+              for name in ('a.json', 'b.csv', 'c.png')]
+    with pytest.raises(OSError):
+        nlp_utils.atomic_write_files(writes)
+    assert sorted(os.listdir(str(tmp_path))) == ['a.json', 'c.png']
+    assert (tmp_path / 'a.json').read_text() == 'old a'
+    os.rmdir(str(tmp_path / 'c.png'))
+    nlp_utils.atomic_write_files(writes)
+    assert [(tmp_path / n).read_text() for n in ('a.json', 'b.csv', 'c.png')] == [
+        'new a.json', 'new b.csv', 'new c.png']
+    assert sorted(os.listdir(str(tmp_path))) == ['a.json', 'b.csv', 'c.png']
+
+
 def test_positive_int_rejects_zero():
     import argparse
     assert nlp_utils.positive_int('3') == 3

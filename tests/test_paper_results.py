@@ -92,6 +92,28 @@ def test_table1_collects_runs_and_marks_missing(tmp_path):
     assert tables.csv_text(rows[:1], ['model', 'softmax']) == 'model,softmax\nBiLSTM,\n'
 
 
+def test_a_pipe_or_line_break_in_a_cell_keeps_the_markdown_row_whole():
+    table = tables.markdown_table([{'token': 'a|b', 'text': 'one\ntwo', 'n': 1}],
+                                  ['token', 'text', 'n'])
+    header, rule, row = table.strip().split('\n')
+    assert row == '| a\\|b | one two | 1 |'
+    assert row.replace('\\|', '').count('|') == header.count('|') == 4
+
+
+def test_reliability_of_random_bytes_is_one_line_not_pickled_data(tmp_path, capsys):
+    from cli_helpers import assert_one_line_error, cli
+    run = tmp_path / 'results' / 'demo_run'
+    run.mkdir(parents=True)
+    (run / 'args.json').write_text('{}')
+    (run / 'dknn_predictions_test_faiss.npz').write_bytes(np.random.RandomState(0).bytes(300))
+    status, err = cli(paper_results.main, ['--results', str(tmp_path / 'results'), '--out',
+                                           str(tmp_path / 'out'), 'reliability', '--run',
+                                           'demo_run'], capsys)
+    assert_one_line_error(status, err, 'dknn_predictions_test_faiss.npz is not an npz file',
+                          'run run_dknn.py again')
+    assert 'pickle' not in err[0]
+
+
 def test_table1_summary_averages_seeds_per_vocabulary_and_backend():
     row = dict(table1_report.table1_empty_row('TREC_cnn', 'cnn', 'TREC'), backend='faiss',
                vocab='pretrained', epochs=30)

@@ -1,11 +1,15 @@
 """predict.py: new, unlabelled sentences get predictions, credibility and maps."""
 import csv
+import os
+import subprocess
 import types
 
 import pytest
 
 from deepknn import calibration
 from deepknn import model_setup
+from deepknn import result_folder
+from deepknn.reports import saliency_report
 from deepknn import text_readers
 import nlp_utils
 import predict
@@ -70,6 +74,70 @@ def test_predictions_are_the_models_own_and_maps_are_written(run, tmp_path):
         open(stem + '.md').read()
     with pytest.raises(UserError, match='pred.csv exists; pass --overwrite'):
         predict.main(['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out', stem])
+
+
+def predict_argv(run, tmp_path, stem, *extra):
+    (tmp_path / 'new.txt').write_text('the movie was great\n')
+    return ['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out', stem,
+            '--k', '5', '--methods', 'confidence'] + list(extra)
+
+
+def outputs_of(stem):
+    return [stem + suffix for suffix in ('.csv', '.md', '.html', '_importances.csv')]
+
+
+def test_a_second_run_into_the_same_out_stops_while_the_first_writes(run, tmp_path):
+    stem = str(tmp_path / 'pred')
+    with result_folder.lock_outputs(stem, outputs_of(stem), 'predict.py'):
+        with pytest.raises(UserError, match=r'the outputs .*pred\.\* is in use by pid'):
+            predict.main(predict_argv(run, tmp_path, stem))
+    assert sorted(os.listdir(str(tmp_path))) == ['new.txt']
+
+
+def test_outputs_that_appear_during_a_run_are_not_replaced(run, tmp_path, monkeypatch):
+    """An earlier run into the same --out finished while this one loaded its model."""
+    stem = str(tmp_path / 'pred')
+    real = predict.input_notes
+
+    def earlier_run_finishes(*args):
+        with open(stem + '.csv', 'w') as f:
+            f.write('the earlier run\n')
+        return real(*args)
+    monkeypatch.setattr(predict, 'input_notes', earlier_run_finishes)
+    with pytest.raises(UserError, match='pred.csv exists; pass --overwrite'):
+        predict.main(predict_argv(run, tmp_path, stem))
+    assert open(stem + '.csv').read() == 'the earlier run\n'
+
+
+def test_a_table_is_never_written_without_its_maps(run, tmp_path, monkeypatch):
+    stem = str(tmp_path / 'pred')
+
+    def failing_page(f):
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(saliency_report, 'map_writes',
+                        lambda *args, **kwargs: [(stem + '.html', failing_page, 'w')])
+    with pytest.raises(OSError):
+        predict.main(predict_argv(run, tmp_path, stem))
+    assert sorted(os.listdir(str(tmp_path))) == ['new.txt']
+
+
+def test_what_a_killed_run_left_beside_its_outputs_is_removed(run, tmp_path):
+    dead = subprocess.Popen(['true'])                # a pid that no longer runs
+    dead.wait()
+    left = tmp_path / '.tmp-{}-abcd1234pred.csv'.format(dead.pid)
+    other = tmp_path / '.tmp-{}-abcd1234other.csv'.format(dead.pid)   # not this run's
+    left.write_text('half a table')
+    other.write_text('half another table')
+    predict.main(predict_argv(run, tmp_path, str(tmp_path / 'pred')))
+    assert not left.exists() and other.exists() and (tmp_path / 'pred.csv').exists()
+
+
+@pytest.mark.parametrize('stem', ['out/', 'out/.', ''])
+def test_an_out_naming_a_folder_is_refused(run, tmp_path, stem):
+    """--out DIR/ used to write the hidden files DIR/.csv and DIR/.md."""
+    with pytest.raises(UserError, match='names a folder; give a path without suffix'):
+        predict.main(predict_argv(run, tmp_path, str(tmp_path) + '/' + stem))
+    assert sorted(os.listdir(str(tmp_path))) == ['new.txt']
 
 
 def test_a_model_without_calibration_split_gives_softmax_only(run, tmp_path, monkeypatch):

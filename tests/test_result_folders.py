@@ -109,13 +109,103 @@ def test_force_with_bad_input_fails_before_touching_the_run(finished, data, tmp_
 
 def test_force_replaces_a_result_folder_atomically(finished, data, tmp_path, capsys):
     out = copy_run(finished, tmp_path)
-    (out / 'dknn_test_faiss.json').write_text('{"stale": true}')
+    nlp_utils.atomic_write_text(str(out / 'dknn_test_faiss.json'), '{"stale": true}')  # ours
     status, _ = cli(train_text_classifier.main, train_argv(out, data, '--force', '--seed', '3'),
                     capsys)
     assert status == 0
     assert json.loads((out / 'args.json').read_text())['seed'] == 3
     assert not (out / 'dknn_test_faiss.json').exists()   # the old run went as a whole
     assert os.listdir(str(tmp_path)) == ['run']
+
+
+def test_force_refuses_a_result_folder_holding_a_users_files(finished, data, tmp_path, capsys):
+    """The README once told users to write my_sentences.txt into the demo's folder:
+    `make demo` (train --force) deleted it with the old run."""
+    out = copy_run(finished, tmp_path)
+    for name in ('my_sentences.txt', 'maps.html', 'notes.md', 'zz.txt'):
+        (out / name).write_text('mine')
+    before = snapshot(tmp_path)
+    status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert_one_line_error(status, err, 'holds files this tool did not write (maps.html, '
+                          'my_sentences.txt, notes.md and 1 more)', 'move them elsewhere',
+                          '.deep-knn-files')
+    assert snapshot(tmp_path) == before
+
+
+def test_every_writer_records_its_files_so_force_replaces_them(finished, data, tmp_path,
+                                                                 capsys):
+    """run_dknn, scaling, interpretations and predict write into the run (the demo's
+    commands): all of it is the tool's own, so --force replaces the whole run."""
+    import interpretations
+    import predict
+    import run_dknn
+    import scaling
+    out = copy_run(finished, tmp_path)
+    setup = str(out / 'args.json')
+    (tmp_path / 'new.txt').write_text('the film was good\n')
+    for main, argv in ((run_dknn.main, ['--model-setup', setup, '--k', '3']),
+                       (scaling.main, ['--model-setup', setup]),
+                       (interpretations.main, ['--model-setup', setup, '--limit', '2', '--k',
+                                               '3', '--output', str(out / 'maps.html'),
+                                               '--png', str(out / 'maps.png')]),
+                       (predict.main, ['--model-setup', setup, '--input',
+                                       str(tmp_path / 'new.txt'), '--k', '3',
+                                       '--out', str(out / 'mine')])):
+        assert cli(main, argv, capsys)[0] == 0
+    assert (out / 'maps.png').exists() and (out / 'mine.html').exists()
+    assert result_folder.manifest.foreign_files(str(out)) == []
+    status, _ = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert status == 0 and not (out / 'maps.html').exists() and not (out / 'mine.csv').exists()
+
+
+def test_a_folder_from_before_manifests_counts_the_tools_own_names(finished, data, tmp_path,
+                                                                     capsys):
+    """No manifest: files with the names the tool writes are its own, others are not;
+    the first file recorded starts the manifest with the former."""
+    out = copy_run(finished, tmp_path)
+    os.remove(str(out / result_folder.manifest.MANIFEST))
+    (out / 'temperature.json').write_text('{}')
+    (out / 'time.txt').write_text('wall_s 60')         # scripts/train_and_dknn.sh's
+    (out / 'my_sentences.txt').write_text('mine')
+    assert result_folder.manifest.foreign_files(str(out)) == ['my_sentences.txt']
+    nlp_utils.atomic_write_text(str(out / 'maps.html'), '<p>')
+    assert {'args.json', 'best_model.npz', 'log', 'temperature.json', 'time.txt',
+            'maps.html'} <= \
+        result_folder.manifest.recorded(str(out))
+    status, err = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert_one_line_error(status, err, '(my_sentences.txt)')
+    os.remove(str(out / 'my_sentences.txt'))
+    status, _ = cli(train_text_classifier.main, train_argv(out, data, '--force'), capsys)
+    assert status == 0 and not (out / 'maps.html').exists()
+
+
+def test_a_users_folder_named_like_chainers_temporaries_is_not_swept(finished, data, tmp_path,
+                                                                       capsys):
+    out = copy_run(finished, tmp_path)
+    (out / 'log20240101').mkdir()
+    (out / 'log20240101' / 'day1.txt').write_text('mine')
+    (out / 'log20240101' / 'day2.txt').write_text('mine')
+    (out / 'logabcd1234').mkdir()                    # what a killed LogReport left
+    (out / 'logabcd1234' / 'log.json').write_text('[]')
+    status, _ = cli(train_text_classifier.main,
+                    train_argv(out, data, '--resume', '--epoch', '2'), capsys)
+    assert status == 0 and not (out / 'logabcd1234').exists()
+    assert sorted(os.listdir(str(out / 'log20240101'))) == ['day1.txt', 'day2.txt']
+
+
+def test_a_file_written_again_and_again_is_recorded_once(tmp_path):
+    """A checkpoint saved at every step of a search must not grow the manifest a line a
+    step; a file written after the folder was replaced is recorded in the new one."""
+    folder = str(tmp_path / 'run')
+    result_folder.mark(folder, 'test')
+    for step in range(50):
+        nlp_utils.atomic_write_json(os.path.join(folder, 'search.partial.json'), {'step': step})
+    manifest_path = os.path.join(folder, result_folder.manifest.MANIFEST)
+    assert open(manifest_path).read() == '"search.partial.json"\n'
+    os.remove(manifest_path)
+    result_folder.mark(folder, 'test')                # a new folder in its place
+    nlp_utils.atomic_write_json(os.path.join(folder, 'search.partial.json'), {'step': 50})
+    assert result_folder.manifest.recorded(folder) == {'search.partial.json'}
 
 
 # ---------------------------------------------------------------- --resume
@@ -289,6 +379,46 @@ def test_a_kill_9_in_a_write_leaves_nothing_the_next_command_keeps(tmp_path):
     with result_folder.lock(str(folder), 'the next command'):   # the stale lock file is free
         assert os.listdir(str(folder)) == [live.name]
     assert not (tmp_path / '.run.lock').exists()
+
+
+KILLED_BETWEEN_RENAMES = '''
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import nlp_utils
+from deepknn import result_folder
+
+real_replace, renamed = os.replace, []
+
+def replace(source, target):
+    if renamed:                                 # the second file of the group
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_replace(source, target)
+    renamed.append(target)
+
+os.replace = replace
+with result_folder.lock({folder!r}, 'scaling.py'):
+    nlp_utils.atomic_write_files([
+        ({folder!r} + '/temperature.json', lambda f: f.write('new T'), 'w'),
+        ({folder!r} + '/reliability_temperature.png', lambda f: f.write('new diagram'), 'w')])
+'''
+
+
+def test_a_group_a_kill_9_stopped_half_way_is_finished_by_the_next_command(tmp_path):
+    """scaling.py's temperature.json was replaced before its PNG: killed in between, the
+    folder held a new T beside the old diagram."""
+    folder = tmp_path / 'run'
+    folder.mkdir()
+    (folder / 'temperature.json').write_text('old T')
+    (folder / 'reliability_temperature.png').write_text('old diagram')
+    killed = subprocess.Popen([os.sys.executable, '-c',
+                               KILLED_BETWEEN_RENAMES.format(root=ROOT, folder=str(folder))])
+    assert killed.wait() == -9
+    assert (folder / 'temperature.json').read_text() == 'new T'          # half new
+    assert (folder / 'reliability_temperature.png').read_text() == 'old diagram'
+    with result_folder.lock(str(folder), 'the next command'):
+        assert (folder / 'reliability_temperature.png').read_text() == 'new diagram'
+        assert sorted(os.listdir(str(folder))) == ['reliability_temperature.png',
+                                                   'temperature.json']
 
 
 def test_run_dknn_after_a_killed_run_cleans_up_and_works(finished, tmp_path, capsys):

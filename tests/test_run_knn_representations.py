@@ -83,6 +83,7 @@ def test_bad_backoff_flags_are_one_line_errors(runs, flags, message):
         cli.main(['backoff', '--model-setup', plain, '--table', str(folder / 'bad')] + flags)
     shown = error.value.for_command_line()   # what the command line prints
     assert shown.startswith(message) and '\n' not in shown
+    assert ('smaller' in shown) == (flags == ['--k', '100000'])   # not for --k 0
 
 
 def test_an_empty_dev_split_is_refused(runs):

@@ -204,7 +204,7 @@ runpy.run_path({script!r}, run_name='__main__')
 
 def run_cli_with_fake_setup(tmp_path, n):
     result_dir = tmp_path / 'result'
-    result_dir.mkdir()
+    result_dir.mkdir(exist_ok=True)
     fake_dir = tmp_path / 'fake'
     fake_dir.mkdir()
     (fake_dir / 'fake_model_setup.py').write_text(
@@ -227,6 +227,21 @@ def test_cli_writes_temperature_json_and_diagram(tmp_path):
     assert saved['n_calib'] == 2000 and saved['n_bins'] == 15
     assert (result_dir / 'reliability_temperature.png').stat().st_size > 1000
     assert calibration.load_temperature(str(result_dir)) == saved['temperature']
+
+
+def test_temperature_json_and_its_diagram_are_replaced_together_or_not_at_all(tmp_path):
+    """The diagram's path cannot be replaced (a folder took it): the new temperature.json,
+    renamed first, is put back, so the folder never holds a T without its diagram."""
+    result_dir = tmp_path / 'result'
+    result_dir.mkdir()
+    (result_dir / 'temperature.json').write_text('{"temperature": 1.5}\n')
+    (result_dir / 'reliability_temperature.png').mkdir()
+    process, _ = run_cli_with_fake_setup(tmp_path, n=2000)
+    assert process.returncode == 2, process.stderr
+    assert process.stderr.strip().splitlines()[-1].startswith('error: cannot use ')
+    assert (result_dir / 'temperature.json').read_text() == '{"temperature": 1.5}\n'
+    assert sorted(os.listdir(str(result_dir))) == ['reliability_temperature.png',
+                                                   'temperature.json']   # no temporaries
 
 
 def test_cli_refuses_an_empty_calibration_split(tmp_path):

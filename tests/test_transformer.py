@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import threading
 
 import chainer
@@ -152,6 +153,22 @@ def test_extraction_repairs_a_missing_file_and_survives_a_concurrent_extractor(t
     os.remove(os.path.join(folder, 'tokenizer.json'))
     assert P.checkpoint(cache_dir=str(tmp_path)).folder == folder
     assert os.listdir(os.path.dirname(folder)) == [os.path.basename(folder)]
+
+
+@needs_packaged
+def test_what_a_killed_extraction_left_is_removed_and_a_running_ones_kept(minilm, tmp_path):
+    checkpoint, _ = minilm
+    name = os.path.basename(checkpoint.folder)
+    dead = subprocess.Popen(['true'])                # a pid that no longer runs
+    dead.wait()
+    models = tmp_path / 'models'
+    killed = models / '.tmp-{}-abcd1234{}'.format(dead.pid, name)
+    running = models / '.tmp-{}-efgh5678{}'.format(os.getpid(), name)
+    for left in (killed, running):
+        left.mkdir(parents=True)
+        (left / 'model.safetensors').write_bytes(b'half extracted')
+    assert P.checkpoint(cache_dir=str(tmp_path)).folder == str(models / name)
+    assert sorted(os.listdir(str(models))) == sorted([name, running.name])
 
 
 @needs_packaged

@@ -18,6 +18,7 @@ import chainer.functions as F
 import numpy as np
 import tqdm
 
+from deepknn import manifest
 from deepknn import dknn as dknn_lib
 from deepknn import model_setup
 from deepknn.feng import input_reduction
@@ -219,6 +220,7 @@ def write_finetuned_folder(out, parent_setup, model, settings, history):
     with result_folder.staged(out, 'finetune_entropy.py') as staging:
         for name in ('vocab.json', 'calib.json'):
             shutil.copyfile(os.path.join(parent_dir, name), os.path.join(staging, name))
+        manifest.record(staging, ['vocab.json', 'calib.json'])
         model_setup.write_config(staging, config)
         nlp_utils.atomic_write(os.path.join(staging, config.model_path),
                                lambda f: nlp_utils.save_chainer_npz(f, model), 'wb')

@@ -31,8 +31,10 @@ THRESHOLDS = tuple(np.round(np.linspace(0, 1, 101), 2))
 
 def check_k(k, n_train, name='k'):
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n_train:
-        raise UserError('{} must be an integer from 1 to the {} training examples, got {!r}; '
-                        'choose a smaller one'.format(name, n_train, k), name)
+        raise UserError('{} must be an integer from 1 to the {} training examples, got {!r}{}'
+                        .format(name, n_train, k, '; choose a smaller one'
+                                if isinstance(k, (int, np.integer)) and k > n_train else ''),
+                        name)
 
 
 def check_temperature(temperature, name='temperature'):

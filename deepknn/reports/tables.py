@@ -14,10 +14,16 @@ MODEL_SHA256_NOTE = ('model_sha256: the first 12 hex digits of the sha256 of the
 
 
 def markdown_table(rows, columns):
-    show = lambda value: 'not run' if value is None else str(value)
-    lines = ['| ' + ' | '.join(columns) + ' |', '|' + ' --- |' * len(columns)]
+    show = lambda value: markdown_cell('not run' if value is None else str(value))
+    lines = ['| ' + ' | '.join(map(markdown_cell, columns)) + ' |', '|' + ' --- |' * len(columns)]
     lines += ['| ' + ' | '.join(show(row[c]) for c in columns) + ' |' for row in rows]
     return '\n'.join(lines) + '\n'
+
+
+def markdown_cell(text):
+    """`text` as one Markdown table cell: a '|' (a token, a file name) escaped, so it
+    does not split the row; line breaks become spaces, so it does not end it."""
+    return ' '.join(text.replace('|', '\\|').splitlines())
 
 
 def csv_text(rows, columns):
