@@ -7,7 +7,9 @@
 Caches every DkNN layer's activations of the training data (minus the calibration
 split), indexes them, calibrates on the calibration split, and reports accuracy with
 the softmax and with DkNN, plus credibility and confidence, on the chosen split or file;
-writes dknn_<split>_<backend>.json and dknn_predictions_<split>_<backend>.npz.
+writes dknn_<split>_<backend>.json and dknn_predictions_<split>_<backend>.npz, their names
+tagged by any setting that differs from the defaults (dknn_test_faiss_k16.json), so
+reports of other settings never replace each other.
 """
 import os
 import sys
@@ -87,9 +89,30 @@ def warn_about_split(split):
               'is optimistic', file=sys.stderr)
 
 
-def write_report(folder, split, report, evaluation):
-    """dknn_<split>_<backend>.json and its per-example npz, written as one group."""
-    report_name, predictions_name = dknn_evaluation.output_names(split, report['backend'])
+def report_variant(args):
+    """The part of the report's name that tells its settings from the defaults: '' for
+    k 75, gold neighbour labels, every layer and an exact index; else e.g. '_k16',
+    '_predicted-labels_last-layer', '_ivfpq-m8-nprobe16'. A k or index sweep keeps
+    every report."""
+    parts = [] if args.k == cli.DEFAULT_K else ['k{}'.format(args.k)]
+    parts += ['predicted-labels'] if args.neighbor_labels == 'predicted' else []
+    parts += ['last-layer'] if args.last_layer_only else []
+    options = index_options(args)
+    if args.backend == 'faiss' and options['kind'] != 'flat':
+        shown = {'hnsw': ('ef_search',), 'ivf': ('nprobe',), 'ivfpq': ('pq_m', 'nprobe')}
+        parts.append('-'.join([options['kind']] + ['{}{}'.format(
+            name.replace('pq_m', 'm').replace('ef_search', 'ef'), options[name])
+            for name in shown[options['kind']] if options.get(name) is not None]))
+    elif args.backend == 'lsh' and options:
+        parts.append('-'.join('{}{}'.format(name.replace('n_', ''), value)
+                              for name, value in sorted(options.items())))
+    return ''.join('_' + part for part in parts)
+
+
+def write_report(folder, split, report, evaluation, variant):
+    """dknn_<split>_<backend><variant>.json and its per-example npz, as one group."""
+    report_name, predictions_name = dknn_evaluation.output_names(split, report['backend'],
+                                                                 variant)
     arrays = {key: evaluation[key] for key in dknn_evaluation.PREDICTION_KEYS if key in evaluation}
     nlp_utils.atomic_write_files([
         nlp_utils.json_write(os.path.join(folder, report_name), report),
@@ -122,7 +145,8 @@ def evaluate_model(args):
         report.update(settings(args, dknn, split), neighbor_labels=args.neighbor_labels,
                       seconds=timer.seconds, dataset=setup.config.dataset,
                       model=setup.config.model)
-        return report, write_report(args.out or setup.result_dir, split, report, evaluation)
+        return report, write_report(args.out or setup.result_dir, split, report, evaluation,
+                                    report_variant(args))
 
 
 def activation_classes(folder, split, *splits):
@@ -164,7 +188,8 @@ def evaluate_activations(args):
     report = dknn_evaluation.summary(evaluation)
     report.update(settings(args, dknn, args.split), activations=os.path.abspath(folder),
                   n_class=n_class, n_train=len(train[1]), n_calib=len(calib[1]))
-    return report, write_report(args.out or folder, args.split, report, evaluation)
+    return report, write_report(args.out or folder, args.split, report, evaluation,
+                                report_variant(args))
 
 
 def main(argv=None):

@@ -56,11 +56,12 @@ def _evaluation(dknn, batches, labels):
 PREDICTION_KEYS = ('label', 'prediction', 'credibility', 'confidence', 'softmax_probability')
 
 
-def output_names(split, backend):
+def output_names(split, backend, variant=''):
     """(report JSON, per-example npz) file names of a DkNN evaluation: one pair per
-    evaluated split (or file) and backend, so no run overwrites another."""
-    return ('dknn_{}_{}.json'.format(split, backend),
-            'dknn_predictions_{}_{}.npz'.format(split, backend))
+    evaluated split (or file), backend and `variant` (a tag of the other settings that
+    change the result, '' for the defaults), so no run overwrites another's."""
+    return ('dknn_{}_{}{}.json'.format(split, backend, variant),
+            'dknn_predictions_{}_{}{}.npz'.format(split, backend, variant))
 
 
 def summary(evaluation):

@@ -106,34 +106,41 @@ def test_existing_folder_needs_force_and_resume_continues(data_files, tmp_path):
 def test_run_dknn_cli_writes_report(trained):
     out, result = trained
     run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5'])
-    with open(str(out / 'dknn_test_faiss.json')) as f:
+    with open(str(out / 'dknn_test_faiss_k5.json')) as f:
         report = json.load(f)
     assert report['softmax_accuracy'] == pytest.approx(result['test_accuracy'])
     assert report['dknn_accuracy'] > 0.8 and report['n_examples'] == 60
     assert report['k'] == 5 and report['backend'] == 'faiss'   # exact faiss is the default
     assert set(report['seconds']) == {'cache', 'index', 'calibrate', 'evaluate'}
     run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5', '--backend', 'kdtree'])
-    with open(str(out / 'dknn_test_kdtree.json')) as f:
+    with open(str(out / 'dknn_test_kdtree_k5.json')) as f:
         assert json.load(f)['dknn_accuracy'] == report['dknn_accuracy']
-    with np.load(str(out / 'dknn_predictions_test_faiss.npz'), allow_pickle=False) as saved:
+    with np.load(str(out / 'dknn_predictions_test_faiss_k5.npz'), allow_pickle=False) as saved:
         assert len(saved['prediction']) == 60 and saved['softmax_probability'].shape == (60, 2)
+    # A k sweep keeps every k's report (the audit: it kept only the last one).
+    run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '7', '--neighbor-labels',
+                   'predicted'])
+    with open(str(out / 'dknn_test_faiss_k7_predicted-labels.json')) as f:
+        assert json.load(f)['k'] == 7
+    with open(str(out / 'dknn_test_faiss_k5.json')) as f:
+        assert json.load(f) == report
 
 
 def test_run_dknn_on_another_split_and_on_a_file(trained, data_files, tmp_path):
     out, _ = trained
-    with open(str(out / 'dknn_test_faiss.json')) as f:
+    with open(str(out / 'dknn_test_faiss_k5.json')) as f:
         test_report = f.read()
     run_dknn.main(['--model-setup', str(out), '--k', '5', '--split', 'dev'])
-    with open(str(out / 'dknn_dev_faiss.json')) as f:
+    with open(str(out / 'dknn_dev_faiss_k5.json')) as f:
         dev = json.load(f)
     assert dev['split'] == 'dev' and dev['n_examples'] == 30
     hard = tmp_path / 'hard cases.txt'
     hard.write_text('pos good\nneg awful\npos superb plot\n')
     run_dknn.main(['--model-setup', str(out), '--k', '5', '--eval-file', str(hard)])
-    with open(str(out / 'dknn_file-hard_cases_faiss.json')) as f:
+    with open(str(out / 'dknn_file-hard_cases_faiss_k5.json')) as f:
         on_file = json.load(f)
     assert on_file['n_examples'] == 3 and on_file['eval_file'] == str(hard)
-    with open(str(out / 'dknn_test_faiss.json')) as f:
+    with open(str(out / 'dknn_test_faiss_k5.json')) as f:
         assert f.read() == test_report                  # the test results are untouched
     unknown = tmp_path / 'unknown.txt'
     unknown.write_text('pos good\nmaybe fine\n')
@@ -172,7 +179,7 @@ def mlp_activations(tmp_path):
 def test_run_dknn_on_activations_from_another_framework(tmp_path):
     folder, y_test, mlp_accuracy, layers = mlp_activations(tmp_path)
     run_dknn.main(['--activations', str(folder), '--k', '10'])
-    with open(str(folder / 'dknn_test_faiss.json')) as f:
+    with open(str(folder / 'dknn_test_faiss_k10.json')) as f:
         report = json.load(f)
     assert report['softmax_accuracy'] == pytest.approx(mlp_accuracy)
     assert report['dknn_accuracy'] > 0.9 and report['n_class'] == 3
@@ -182,7 +189,7 @@ def test_run_dknn_on_activations_from_another_framework(tmp_path):
         dknn.calibrate([calib['layer_0'], calib['layer_1']], calib['labels'])
     with np.load(str(folder / 'test.npz')) as test:
         expected = dknn.predict_from_activations([test['layer_0'], test['layer_1']])
-    with np.load(str(folder / 'dknn_predictions_test_faiss.npz')) as saved:
+    with np.load(str(folder / 'dknn_predictions_test_faiss_k10.npz')) as saved:
         np.testing.assert_array_equal(saved['prediction'], expected['prediction'])
         np.testing.assert_allclose(saved['credibility'], expected['credibility'])
 
@@ -281,7 +288,7 @@ def test_snli_style_pairs_train_and_run_dknn(tmp_path):
     assert setup.model.pair and setup.label_names == labels
     assert len(setup.model.layer_activations([x for x, _ in setup.test[:3]])) == 2
     run_dknn.main(['--model-setup', str(out), '--k', '5'])
-    with open(str(out / 'dknn_test_faiss.json')) as f:
+    with open(str(out / 'dknn_test_faiss_k5.json')) as f:
         assert json.load(f)['n_examples'] == 30
 
 
@@ -409,7 +416,7 @@ def test_eval_file_of_a_named_dataset_uses_its_own_labels(tmp_path):
     extra = tmp_path / 'extra.txt'
     extra.write_text('1 good movie\n0 awful plot\n')
     run_dknn.main(['--model-setup', str(out), '--k', '3', '--eval-file', str(extra)])
-    report = json.loads((out / 'dknn_file-extra_faiss.json').read_text())
+    report = json.loads((out / 'dknn_file-extra_faiss_k3.json').read_text())
     assert report['n_examples'] == 2
     assert model_setup.load_setup(str(out)).label_names == ['negative', 'positive']
     # The readable names the reports show are accepted too, and mean the same labels.

@@ -337,7 +337,7 @@ def test_dknn_caching_waits_for_no_one_and_names_the_training_holder(finished, t
     assert_one_line_error(status, err, 'in use by pid', 'training')
     assert snapshot(out) == before                    # no cache written beside a training
     status, _ = cli(run_dknn.main, ['--model-setup', str(out), '--k', '3'], capsys)
-    assert status == 0 and (out / 'dknn_test_faiss.json').exists()
+    assert status == 0 and (out / 'dknn_test_faiss_k3.json').exists()
 
 
 def test_a_folder_given_twice_is_named_so_not_in_use_by_another(tmp_path):
@@ -432,7 +432,7 @@ def test_run_dknn_after_a_killed_run_cleans_up_and_works(finished, tmp_path, cap
     assert status == 0 and any('removed 1 temporary file(s) left by a killed run' in line
                                for line in err)
     assert not [name for name in os.listdir(str(out)) if name.startswith('.tmp-')]
-    assert (out / 'dknn_test_faiss.json').exists() and not (tmp_path / '.run.lock').exists()
+    assert (out / 'dknn_test_faiss_k3.json').exists() and not (tmp_path / '.run.lock').exists()
 
 
 def test_a_full_disk_gives_one_line_and_keeps_no_half_cache(finished, tmp_path):

@@ -672,13 +672,13 @@ def test_benchmark_flags_are_checked_before_any_work(script, argv, fragment):
 def test_a_corrupt_activation_cache_is_rebuilt_with_a_warning(runs, tmp_path, capsys):
     run = copy_run(runs['folder'] / 'binary', tmp_path)
     status, _ = cli(run_dknn.main, ['--model-setup', run, '--k', '3'], capsys)
-    with open(os.path.join(run, 'dknn_test_faiss.json')) as f:
+    with open(os.path.join(run, 'dknn_test_faiss_k3.json')) as f:
         first = json.load(f)['dknn_accuracy']
     with open(os.path.join(run, 'dknn_cache.npz'), 'wb') as f:
         f.write(b'PK\x03\x04 truncated')
     status, err = cli(run_dknn.main, ['--model-setup', run, '--k', '3'], capsys)
     assert status == 0 and any('ignoring the unreadable cache' in line for line in err)
-    with open(os.path.join(run, 'dknn_test_faiss.json')) as f:
+    with open(os.path.join(run, 'dknn_test_faiss_k3.json')) as f:
         assert json.load(f)['dknn_accuracy'] == first
 
 
@@ -720,7 +720,7 @@ def test_write_failures_of_the_machine_are_one_line_and_leave_the_old_report(
         return real(writes)
     monkeypatch.setattr(nlp_utils, 'atomic_write_files', refuse)
     status, err = cli(run_dknn.main, ['--model-setup', run, '--k', '3'], capsys)
-    assert_one_line_error(status, err[-1:], hint, 'dknn_test_faiss.json')
+    assert_one_line_error(status, err[-1:], hint, 'dknn_test_faiss_k3.json')
     assert snapshot(tmp_path) == before
 
 
