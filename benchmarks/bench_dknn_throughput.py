@@ -46,8 +46,8 @@ def timed(function, *args):
 
 
 def main():
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    parser = cli.parser(__doc__)
+    cli.add_model_setup(parser)
     parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
     parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=1024,
                         help='test examples per batched query')

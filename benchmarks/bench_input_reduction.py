@@ -29,8 +29,8 @@ def timed_reduction(setup, examples, batchsize, beam, description):
 
 
 def main():
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    parser = cli.parser(__doc__)
+    cli.add_model_setup(parser)
     parser.add_argument('--baseline-limit', type=nlp_utils.positive_int, default=100,
                         help='test sentences for the one-at-a-time comparison')
     parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=256,

@@ -54,8 +54,8 @@ def cells(values, form):
 
 
 def main():
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', required=True, help='results/RUN/args.json')
+    parser = cli.parser(__doc__)
+    cli.add_model_setup(parser)
     parser.add_argument('--limit', type=nlp_utils.positive_int, default=200,
                         help='first N test sentences')
     parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')

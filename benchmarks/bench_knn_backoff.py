@@ -69,8 +69,8 @@ def bench(setup, k, temperature, tau, layer, batchsize, repeats, limit=None):
 
 
 def parse_args(argv=None):
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model-setup', nargs='+', required=True, help='results/RUN/args.json ...')
+    parser = cli.parser(__doc__)
+    cli.add_model_setup(parser, '+', 'args.json of trained runs (or their folders)')
     parser.add_argument('--k', type=nlp_utils.positive_int, nargs='+', default=[16, 64],
                         help='neighbours (one timing each)')
     parser.add_argument('--temperature', type=nlp_utils.positive_number, default=10.0,

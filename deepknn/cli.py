@@ -5,6 +5,7 @@ flags or sys.argv. A CLI builds its parser with `parser()` and adds the shared f
 with the `add_*` functions below, so a flag's name, type, default and help are the same
 in every command.
 """
+import argparse
 import os
 import sys
 
@@ -23,7 +24,21 @@ def parser(doc):
 
 def add_model_setup(parser, nargs=None, help='args.json of a trained run (or its folder)',
                     required=True):
-    parser.add_argument('--model-setup', nargs=nargs, required=required, help=help)
+    parser.add_argument('--model-setup', nargs=nargs, required=required, help=help,
+                        type=model_setup_path)
+
+
+def model_setup_path(text):
+    """argparse type of --model-setup: the args.json of a trained run, given as the file
+    or its folder. Another file of a run (its vocab.json, its weights) is refused when
+    the flags are read, before any output is looked at; a path that does not exist is
+    left to the loader, which names it."""
+    path = os.path.join(text, 'args.json') if os.path.isdir(text) else text
+    if os.path.isfile(path) and os.path.basename(path) != 'args.json':
+        raise argparse.ArgumentTypeError(
+            '{} is not the args.json of a run; pass RUN/args.json or the run folder RUN '
+            '(made by train_text_classifier.py)'.format(text))
+    return path
 
 
 def add_k(parser, default=DEFAULT_K, help='DkNN neighbours per layer'):

@@ -238,6 +238,17 @@ def test_bad_model_setups(trained, tmp_path):
         run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '10000'])
 
 
+@pytest.mark.parametrize('name', ['vocab.json', 'best_model.npz'])
+def test_another_file_of_a_run_is_refused_as_its_model_setup(trained, name, capsys):
+    """The audit's case: vocab.json was told to re-train, the weights to re-create them."""
+    out, _ = trained
+    with pytest.raises(SystemExit) as stopped:
+        run_dknn.main(['--model-setup', str(out / name)])
+    error = capsys.readouterr().err.strip()
+    assert stopped.value.code == 2 and len(error.splitlines()) == 1
+    assert '{} is not the args.json of a run; pass RUN/args.json'.format(out / name) in error
+
+
 def test_model_file_not_matching_vocabulary(trained, tmp_path):
     out, _ = trained
     import shutil

@@ -9,8 +9,8 @@ import nlp_utils
 NOT_RECORDED = 'not recorded'
 MODEL_SHA256_NOTE = ('model_sha256: the first 12 hex digits of the sha256 of the row\'s weights '
                      'taken parameter by parameter in name order (the same weights always give '
-                     'the same digest); a row carried from a table written before 2026-11-26 '
-                     'holds the sha256 of its weights file instead.')
+                     'the same digest); a row carried from an earlier table may hold the sha256 of '
+                     'its weights file instead (results/README.md).')
 
 
 def markdown_table(rows, columns):
