@@ -36,8 +36,7 @@ def parse_args(argv=None):
                         help='maximum beam size k (beam max(1, min(k, L - 3)))')
     parser.add_argument('--reduce-limit', type=nlp_utils.positive_int, default=None,
                         help='reduce only the first N training examples (CPU time)')
-    parser.add_argument('--seed', type=nlp_utils.seed, default=None,
-                        help="default: the parent's seed")
+    cli.add_seed(parser, None, "default: the parent's seed")
     parser.add_argument('--out', default=None, help='default results/<run>_entropy')
     parser.add_argument('--force', action='store_true',
                         help='replace an existing --out result folder once the new run has '

@@ -13,8 +13,6 @@ has no calibration split: its table has the softmax columns only.
 """
 import sys
 
-import numpy as np
-
 from deepknn import cli
 from deepknn import calibration
 from deepknn import dknn as dknn_lib

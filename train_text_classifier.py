@@ -56,8 +56,7 @@ def parse_args(argv=None):
     parser.add_argument('--out', '-o', default=None,
                         help='result folder (default results/<dataset>_<model>)')
     parser.add_argument('--char-based', action='store_true', help='characters as tokens')
-    parser.add_argument('--seed', type=nlp_utils.seed, default=777,
-                        help='seeds data splits, initialisation and batch order')
+    cli.add_seed(parser, 777, 'seeds data splits, initialisation and batch order')
     cli.add_device(parser)
     parser.add_argument('--train-file', default=None,
                         help='training data in place of the dataset\'s (custom: required)')

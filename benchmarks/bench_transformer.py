@@ -53,8 +53,7 @@ def parse_args(argv=None):
     cli.add_device(parser)
     parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
                         help='times each measurement is repeated')
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
-                        help='inference and DkNN search on the first N test inputs only')
+    cli.add_limit(parser, help='inference and DkNN search on the first N test inputs only')
     parser.add_argument('--sentences', type=nlp_utils.positive_int, default=10,
                         help='leave-one-out on the first N test sentences')
     parser.add_argument('--train-batchsize', type=nlp_utils.positive_int, default=32,

@@ -55,6 +55,22 @@ def add_dknn(parser):
     add_backend(parser)
 
 
+# Every command's --split takes the same four names; one that cannot use a split says so.
+SPLITS = ('train', 'dev', 'calib', 'test')
+
+
+def add_split(parser, default='test', help='the split to read'):
+    parser.add_argument('--split', choices=SPLITS, default=default, help=help)
+
+
+def add_limit(parser, default=None, help='only the first N examples (default: all)'):
+    parser.add_argument('--limit', type=nlp_utils.positive_int, default=default, help=help)
+
+
+def add_seed(parser, default=0, help='random seed'):
+    parser.add_argument('--seed', type=nlp_utils.seed, default=default, help=help)
+
+
 def add_batchsize(parser, default=64, help='inputs per model batch'):
     parser.add_argument('--batchsize', '-b', type=nlp_utils.positive_int, default=default,
                         help=help)
