@@ -42,6 +42,7 @@ LAYERS = {
     'deepknn': '0',
     'deepknn.rajani': '0',
     'deepknn.feng': '0',
+    'deepknn.distributed': '0',
     'deepknn.reports': '0',
     # 1 building blocks
     'nets': '1',
@@ -51,6 +52,9 @@ LAYERS = {
     'deepknn.splits': '1',
     'deepknn.word_vectors': '1',
     'deepknn.knn_index': '1',
+    'deepknn.distributed.engine': '1',
+    'deepknn.distributed.shards': '1',
+    'deepknn.distributed.search': '1',
     'deepknn.ragged_lstm': '1',
     'deepknn.pretrained': '1',
     'deepknn.transformer': '1',
@@ -59,6 +63,8 @@ LAYERS = {
     # 3 methods
     'deepknn.calibration': '3a',
     'deepknn.leave_one_out': '3a',
+    'deepknn.distributed.activations': '3a',
+    'deepknn.distributed.ray_dknn': '3a',
     'deepknn.dknn': '3a',
     'deepknn.saliency_scores': '3a',
     'deepknn.faithfulness_stats': '3a',
