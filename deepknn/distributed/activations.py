@@ -8,6 +8,7 @@ folder and writes each part it is given into the storage folder. A part is writt
 atomically, so a worker that dies leaves no half part; Ray Data gives its part to another
 actor, and a job that dies altogether resumes with the parts still missing.
 """
+import logging
 import os
 
 import numpy as np
@@ -49,8 +50,10 @@ class PartExtractor:
         self.parts.write(part, layers, gold, layers[-1].argmax(axis=1))
 
 
-def extract_split(engine, setup, split, activation_key, batchsize=64, progress=True):
+def extract_split(engine, setup, split, activation_key, batchsize=64, progress=True,
+                  extractor=PartExtractor):
     """The split's activations in engine.storage, extracting the parts not there yet.
+    `extractor`: the pipeline's callable class (a failing one in the fault tests).
 
     -> shards.ActivationParts whose parts are all present (rows in split order)."""
     if split not in SPLITS:
@@ -66,7 +69,7 @@ def extract_split(engine, setup, split, activation_key, batchsize=64, progress=T
             args_path=os.path.join(setup.result_dir, 'args.json'),
             data_dir=setup.config.data_dir, split=split, parts_settings=settings,
             batchsize=batchsize), '{} activations ({})'.format(split, engine.description())
-            if progress else None)
+            if progress else None, extractor)
     still_missing = parts.missing()
     if still_missing:
         raise UserError('parts {} of {} were not written; run the same command again to '
@@ -75,11 +78,11 @@ def extract_split(engine, setup, split, activation_key, batchsize=64, progress=T
 
 
 def run_pipeline(engine, part_ids, extractor_kwargs, progress, extractor=PartExtractor):
-    """map_batches of `extractor` over `part_ids` on an actor pool; waits for the end.
-    `extractor`: the callable class (another one in the fault-injection test)."""
+    """map_batches of `extractor` over `part_ids` on an actor pool; waits for the end."""
     import ray
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False     # one tqdm bar instead of Ray's own
+    logging.getLogger('ray.data').setLevel(logging.WARNING)   # and no INFO lines
     dataset = ray.data.from_items([{'part': part} for part in part_ids],
                                   override_num_blocks=len(part_ids))
     extracted = dataset.map_batches(

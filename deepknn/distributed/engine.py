@@ -71,22 +71,19 @@ class RayEngine:
 
 
 def connect(engine):
-    """ray.init once per process: join engine.address, or start a local Ray. The
-    workers import this project as the driver does (same interpreter, PYTHONPATH)."""
+    """ray.init once per process: join engine.address, or start a local Ray. Workers
+    import this project from the interpreter's site-packages (`make venv` installs it
+    in editable mode; on a cluster, every node needs that venv at the same path)."""
     import ray
     if ray.is_initialized():
         return
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    runtime_env = {'env_vars': {'PYTHONPATH': os.pathsep.join(
-        filter(None, [root, os.environ.get('PYTHONPATH')]))}}
+    # Ray's INFO lines would bury the progress bars; warnings still show.
+    quiet = dict(log_to_driver=False, logging_level=logging.WARNING)
     try:
-        # Ray's INFO lines would bury the progress bars; warnings still show.
-        quiet = dict(runtime_env=runtime_env, log_to_driver=False, logging_level=logging.WARNING)
         if engine.address:
             ray.init(address=engine.address, **quiet)
         else:
             ray.init(num_cpus=engine.num_cpus, include_dashboard=False, **quiet)
-        logging.getLogger('ray.data').setLevel(logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise UserError('ray_address {}: no Ray cluster to join ({}); start one with `ray '
                         'start --head` or leave the address out for a local Ray'.format(
