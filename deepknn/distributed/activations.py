@@ -10,6 +10,7 @@ actor, and a job that dies altogether resumes with the parts still missing.
 """
 import logging
 import os
+import resource
 
 import numpy as np
 import tqdm
@@ -35,7 +36,10 @@ class PartExtractor:
     def __call__(self, batch):
         for part in batch['part']:
             self.extract(int(part))
-        return {'part': batch['part']}
+        # Who did it and at what memory cost (peak resident MiB of this actor's process).
+        peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        return {'part': batch['part'], 'pid': np.full(len(batch['part']), os.getpid()),
+                'peak_mib': np.full(len(batch['part']), peak_mib)}
 
     def extract(self, part):
         start, stop = self.parts.ranges[part]
@@ -55,7 +59,9 @@ def extract_split(engine, setup, split, activation_key, batchsize=64, progress=T
     """The split's activations in engine.storage, extracting the parts not there yet.
     `extractor`: the pipeline's callable class (a failing one in the fault tests).
 
-    -> shards.ActivationParts whose parts are all present (rows in split order)."""
+    -> shards.ActivationParts whose parts are all present (rows in split order), with
+    `worker_peak_mib`: {actor pid: peak resident MiB} of this call's actors ({} when every
+    part was there already)."""
     if split not in SPLITS:
         raise UserError('split must be one of {}, got {!r}'.format(', '.join(SPLITS), split))
     n_rows = len(getattr(setup.splits, split))
@@ -65,7 +71,7 @@ def extract_split(engine, setup, split, activation_key, batchsize=64, progress=T
     missing = parts.missing()
     if missing:
         engine_lib.connect(engine)
-        run_pipeline(engine, missing, dict(
+        parts.worker_peak_mib = run_pipeline(engine, missing, dict(
             args_path=os.path.join(setup.result_dir, 'args.json'),
             data_dir=setup.config.data_dir, split=split, parts_settings=settings,
             batchsize=batchsize), '{} activations ({})'.format(split, engine.description())
@@ -78,7 +84,8 @@ def extract_split(engine, setup, split, activation_key, batchsize=64, progress=T
 
 
 def run_pipeline(engine, part_ids, extractor_kwargs, progress, extractor=PartExtractor):
-    """map_batches of `extractor` over `part_ids` on an actor pool; waits for the end."""
+    """map_batches of `extractor` over `part_ids` on an actor pool; waits for the end.
+    -> {actor pid: peak resident MiB}."""
     import ray
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False     # one tqdm bar instead of Ray's own
@@ -88,10 +95,13 @@ def run_pipeline(engine, part_ids, extractor_kwargs, progress, extractor=PartExt
     extracted = dataset.map_batches(
         extractor, batch_size=1, num_cpus=1, fn_constructor_kwargs=extractor_kwargs,
         compute=ray.data.ActorPoolStrategy(size=min(engine.workers, len(part_ids))))
+    peaks = {}
     with tqdm.tqdm(total=len(part_ids), desc=progress, unit='part',
                    disable=progress is None) as bar:
         try:
             for batch in extracted.iter_batches(batch_size=None):
                 bar.update(len(batch['part']))
+                peaks.update(zip(batch['pid'].tolist(), batch['peak_mib'].tolist()))
         except Exception as error:      # Ray wraps the actor's error: surface a UserError
             raise engine_lib.user_error_inside(error) or error
+    return peaks

@@ -112,6 +112,11 @@ class ShardSearcher:
         """None once loaded, else the one-line reason."""
         return self.problem
 
+    def peak_mib(self):
+        """Peak resident memory of this actor's process, MiB."""
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
     def search(self, position, queries, k):
         """(Euclidean distances (M, k), row ids (M, k)) in the shard of searched layer
         `position`; -1 ids where the shard holds fewer than k rows."""

@@ -52,6 +52,7 @@ class ActivationParts:
 
     def __init__(self, folder, n_rows, part_rows, shards, dtype):
         self.folder = folder
+        self.worker_peak_mib = {}     # {actor pid: peak MiB} of the call that extracted them
         self.plan = {'n_rows': int(n_rows), 'dtype': dtype,
                      'parts': [list(r) for r in plan_parts(n_rows, part_rows, shards)]}
 
