@@ -78,13 +78,20 @@ def bench_search(setup, args, key, storage):
     parts = activations.extract_split(base, setup, 'train', key, args.batchsize, False)
     queries = setup.model.layer_activations([x for x, _ in setup.test], args.batchsize)
     layers = list(range(len(queries)))
-    indexes = [knn_index.FaissIndex('flat').build(parts.column('layer_{}'.format(i)))
-               for i in layers]
+    train = [parts.column('layer_{}'.format(i)) for i in layers]
 
     def search_all(indexes):
         return [index.search(query, args.k) for index, query in zip(indexes, queries)]
+    indexes = [knn_index.FaissIndex('flat').build(layer) for layer in train]
     local = [timed(lambda: search_all(indexes)) for _ in range(args.repeats)]
-    rows = [row('search', 'one process', 1, 1, local, len(queries[0]), local, own_peak_mib())]
+    rows = [row('search', 'one process, all faiss threads', 1, 1, local, len(queries[0]),
+                local, own_peak_mib())]
+    # One faiss thread, as each shard actor runs: on a machine busy with other jobs,
+    # OpenMP threads wait on each other. (faiss's thread count stays 1 from here on.)
+    indexes = [knn_index.FaissIndex('flat', n_threads=1).build(layer) for layer in train]
+    seconds = [timed(lambda: search_all(indexes)) for _ in range(args.repeats)]
+    rows.append(row('search', 'one process, 1 faiss thread', 1, 1, seconds, len(queries[0]),
+                    local, own_peak_mib()))
     for n_shards in args.shards:
         engine = RayEngine(storage, shards=n_shards, workers=2, num_cpus=args.cpus,
                            part_rows=args.part_rows)

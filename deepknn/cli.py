@@ -82,6 +82,7 @@ def engine(args, result_dir):
     if kind not in engine_lib.INDEX_KINDS:
         raise nlp_utils.UserError('--engine ray shards flat, ivf or ivfpq indexes, not --faiss-kind '
                                   '{}'.format(kind))
+    engine_lib.check_reachable(args.ray_address)
     return engine_lib.RayEngine(
         storage=args.storage or os.path.join(result_dir, 'ray_storage'),
         shards=args.shards or 2, workers=args.workers or 2, address=args.ray_address,

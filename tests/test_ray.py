@@ -229,7 +229,8 @@ def test_parts_cover_every_row_once_and_a_changed_plan_is_refused(tmp_path):
 @pytest.mark.parametrize('flags, message', [
     (['--shards', '3'], '--shards needs --engine ray'),
     (['--engine', 'ray', '--backend', 'kdtree'], 'pass --backend faiss'),
-    (['--engine', 'ray', '--faiss-kind', 'hnsw'], 'not --faiss-kind hnsw')])
+    (['--engine', 'ray', '--faiss-kind', 'hnsw'], 'not --faiss-kind hnsw'),
+    (['--engine', 'ray', '--ray-address', '127.0.0.1:1'], 'no Ray head answers there')])
 def test_engine_flags_are_checked_before_any_work(tiny_run, tmp_path, capsys, flags, message):
     status, lines = cli_helpers.cli(run_dknn.main, ['--model-setup', tiny_run.result_dir,
                                                     '--out', str(tmp_path)] + flags, capsys)

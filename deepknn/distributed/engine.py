@@ -9,6 +9,7 @@ The settings are plain values: the command lines make them from their flags
 import dataclasses
 import logging
 import os
+import socket
 
 from nlp_utils import UserError
 
@@ -79,6 +80,7 @@ def connect(engine):
         return
     # Ray's INFO lines would bury the progress bars; warnings still show.
     quiet = dict(log_to_driver=False, logging_level=logging.WARNING)
+    check_reachable(engine.address)
     try:
         if engine.address:
             ray.init(address=engine.address, **quiet)
@@ -89,6 +91,21 @@ def connect(engine):
                         'start --head` or leave the address out for a local Ray'.format(
                             engine.address, str(error).splitlines()[0] if str(error) else
                             type(error).__name__), parameter='ray_address')
+
+
+def check_reachable(address, timeout_s=5.0):
+    """A UserError unless HOST:PORT accepts a TCP connection within `timeout_s` (ray.init
+    itself keeps retrying an unreachable head for minutes). None and 'auto' pass."""
+    if not address or address == 'auto':
+        return
+    host, _, port = address.rpartition(':')
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as error:
+        raise UserError('ray_address {}: no Ray head answers there ({}); start one with '
+                        '`ray start --head` and pass its address, or auto'.format(
+                            address, error), parameter='ray_address')
 
 
 def user_error_inside(error):
