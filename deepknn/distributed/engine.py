@@ -85,10 +85,14 @@ def connect(engine):
         if engine.address:
             ray.init(address=engine.address, **quiet)
         else:
-            ray.init(num_cpus=engine.num_cpus, include_dashboard=False, **quiet)
+            # 'local': a new Ray of this process's own, even where `ray start` left one.
+            ray.init(address='local', num_cpus=engine.num_cpus, include_dashboard=False,
+                     **quiet)
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise UserError('ray_address {}: no Ray cluster to join ({}); start one with `ray '
-                        'start --head` or leave the address out for a local Ray'.format(
+                        'start --head`, or leave the address out for a local Ray; a head '
+                        'with token authentication also needs RAY_AUTH_MODE=token and its '
+                        'token here (docs/ray.md)'.format(
                             engine.address, str(error).splitlines()[0] if str(error) else
                             type(error).__name__), parameter='ray_address')
 
