@@ -112,14 +112,33 @@ def test_ivf_shards_keep_the_recall_of_one_ivf_index(tmp_path):
     assert 0.5 < recall(one, exact) < 0.8        # approximate: nprobe=3 of 24 lists
     assert abs(recall(found, exact) - recall(one, exact)) < 0.05
     # With the shards' own trained quantizer, one index over all rows answers the same.
+    one = one_index_like_the_shards(ray_engine, str(tmp_path / 'index'), vectors)
+    np.testing.assert_array_equal(found, one.search(queries, 10)[1])
+
+
+def one_index_like_the_shards(ray_engine, model_dir, vectors):
+    """One faiss index over all `vectors`, copied from the trained (empty) index the
+    shards of layer 0 were built from, searched with the engine's nprobe."""
     import faiss
-    template = faiss.read_index(os.path.join(
-        shards.index_folder(str(tmp_path / 'index'), dict(
-            ray_engine.index_options(), layers=[0], n_rows=1500, dtype='float32')),
-        'layer_0', 'trained.faiss'))
-    template.add(vectors)
-    template.nprobe = 3
-    np.testing.assert_array_equal(found, template.search(queries, 10)[1])
+    folder = shards.index_folder(model_dir, dict(
+        ray_engine.index_options(), layers=[0], n_rows=len(vectors), dtype='float32'))
+    one = faiss.read_index(os.path.join(folder, 'layer_0', 'trained.faiss'))
+    one.add(vectors)
+    one.nprobe = ray_engine.nprobe
+    return one
+
+
+def test_ivfpq_shards_answer_as_one_index_with_their_shared_codebook(tmp_path):
+    parts, vectors = random_parts(tmp_path / 'train')
+    queries = vectors[:50] + 0.1
+    ray_engine = engine(tmp_path, kind='ivfpq', nlist=8, nprobe=8, pq_m=4, part_rows=200)
+    found = search.sharded_indexes(ray_engine, parts, [0], str(tmp_path / 'index'),
+                                   progress=False)[0].search(queries, 10)
+    one = one_index_like_the_shards(ray_engine, str(tmp_path / 'index'), vectors)
+    assert one.pq.M == 4 and one.nlist == 8              # the settings reached the index
+    squared, ids = one.search(queries, 10)
+    np.testing.assert_array_equal(found[1], ids)
+    np.testing.assert_allclose(found[0], np.sqrt(np.maximum(squared, 0)), rtol=1e-5)
 
 
 class DyingExtractor(activations.PartExtractor):
