@@ -66,14 +66,16 @@ def extract_split(engine, setup, split, activation_key, batchsize=64, progress=T
         raise UserError('split must be one of {}, got {!r}'.format(', '.join(SPLITS), split))
     n_rows = len(getattr(setup.splits, split))
     folder = os.path.join(shards.model_folder(engine.storage, activation_key), split)
-    settings = (folder, n_rows, engine.part_rows, engine.shards, engine.dtype)
-    parts = shards.ActivationParts(*settings).start()
+    # Training parts are grouped into index shards; other splits are only read back.
+    min_parts = engine.shards if split == 'train' else 1
+    parts = shards.ActivationParts(folder, n_rows, engine.part_rows, min_parts,
+                                   engine.dtype).start()
     missing = parts.missing()
     if missing:
         engine_lib.connect(engine)
         parts.worker_peak_mib = run_pipeline(engine, missing, dict(
             args_path=os.path.join(setup.result_dir, 'args.json'),
-            data_dir=setup.config.data_dir, split=split, parts_settings=settings,
+            data_dir=setup.config.data_dir, split=split, parts_settings=parts.settings,
             batchsize=batchsize), '{} activations ({})'.format(split, engine.description())
             if progress else None, extractor)
     still_missing = parts.missing()

@@ -64,8 +64,6 @@ def build_shards(engine, parts, searched_layers, folder, settings, progress=True
     """Build every (layer, shard) file in parallel Ray tasks; write manifest.json last."""
     import ray
     task = ray.remote(num_cpus=1)(build_shard)
-    parts_settings = (parts.folder, parts.plan['n_rows'], engine.part_rows, engine.shards,
-                      engine.dtype)
     groups = shards.shard_parts(len(parts.ranges), engine.shards)
     pending = {}
     for layer in searched_layers:
@@ -75,7 +73,7 @@ def build_shards(engine, parts, searched_layers, folder, settings, progress=True
             template_path = os.path.join(folder, 'layer_{}'.format(layer), 'trained.faiss')
             shards.write_faiss(template, template_path)
         for shard, part_ids in enumerate(groups):
-            pending[(layer, shard)] = task.remote(parts_settings, part_ids, layer, template_path,
+            pending[(layer, shard)] = task.remote(parts.settings, part_ids, layer, template_path,
                                                   shards.shard_path(folder, layer, shard))
     keys = list(pending)
     results = {}

@@ -30,13 +30,13 @@ def model_folder(storage, activation_key):
     return os.path.join(storage, hashlib.sha256(activation_key.encode()).hexdigest()[:12])
 
 
-def plan_parts(n_rows, part_rows, shards):
+def plan_parts(n_rows, part_rows, min_parts):
     """Contiguous (start, stop) row ranges: at most `part_rows` rows each, and at least
-    `shards` of them (every index shard gets whole parts)."""
-    if n_rows < shards:
+    `min_parts` of them (the index shards, so that each gets whole parts)."""
+    if n_rows < min_parts:
         raise UserError('shards={} is more than the {} rows to shard; choose fewer shards'
-                        .format(shards, n_rows), parameter='shards')
-    count = max(shards, math.ceil(n_rows / part_rows))
+                        .format(min_parts, n_rows), parameter='shards')
+    count = max(min_parts, math.ceil(n_rows / part_rows))
     bounds = [n_rows * i // count for i in range(count + 1)]
     return list(zip(bounds[:-1], bounds[1:]))
 
@@ -48,13 +48,15 @@ def shard_parts(n_parts, shards):
 
 
 class ActivationParts:
-    """The activation parts of one split in `folder`; `plan` fixes their row ranges."""
+    """The activation parts of one split in `folder`; `plan` fixes their row ranges.
+    `settings` (the constructor's arguments) rebuild it in another process."""
 
-    def __init__(self, folder, n_rows, part_rows, shards, dtype):
+    def __init__(self, folder, n_rows, part_rows, min_parts, dtype):
+        self.settings = (folder, n_rows, part_rows, min_parts, dtype)
         self.folder = folder
         self.worker_peak_mib = {}     # {actor pid: peak MiB} of the call that extracted them
         self.plan = {'n_rows': int(n_rows), 'dtype': dtype,
-                     'parts': [list(r) for r in plan_parts(n_rows, part_rows, shards)]}
+                     'parts': [list(r) for r in plan_parts(n_rows, part_rows, min_parts)]}
 
     @property
     def ranges(self):
