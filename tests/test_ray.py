@@ -182,6 +182,24 @@ def test_a_worker_killed_mid_extraction_is_resumed_with_the_same_activations(
     check_activations()
 
 
+class NanExtractor(activations.PartExtractor):
+    """Meets a model whose activations are not finite on part 1."""
+
+    def extract(self, part):
+        if part == 1:
+            raise UserError('layer 0 of rows 16-31 contains NaN or inf')
+        super().extract(part)
+
+
+def test_an_error_inside_a_worker_reaches_the_driver_as_one_line(tiny_run, tmp_path):
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    with pytest.raises(UserError) as raised:
+        activations.extract_split(engine(tmp_path, workers=1), tiny_run, 'train',
+                                  dknn_lib.activation_key(tiny_run), progress=False,
+                                  extractor=NanExtractor)
+    assert str(raised.value) == 'layer 0 of rows 16-31 contains NaN or inf'
+
+
 def test_float16_storage_halves_the_bytes_and_rounds_only(tiny_run, tmp_path):
     key = dknn_lib.activation_key(tiny_run)
     parts = activations.extract_split(engine(tmp_path, dtype='float16', workers=1), tiny_run,
@@ -226,13 +244,17 @@ def test_run_dknn_reports_the_engine_beside_the_one_process_report(tiny_run, tmp
         assert sharded[key] == local[key]
 
 
-def test_a_corrupt_activation_part_is_a_one_line_error(tmp_path):
-    parts, _ = random_parts(tmp_path)
+def test_a_corrupt_activation_part_is_a_one_line_error_also_from_a_shard_task(tmp_path):
+    parts, _ = random_parts(tmp_path / 'train')
     with open(parts.path(1), 'r+b') as f:
         f.seek(os.path.getsize(parts.path(1)) // 2)
         f.write(b'\xff' * 8)
     with pytest.raises(UserError, match='part_00001.npz is corrupt'):
         parts.column('layer_0')
+    with pytest.raises(UserError, match='^activation part .*part_00001.npz is corrupt') as raised:
+        search.sharded_indexes(engine(tmp_path, part_rows=200), parts, [0],
+                               str(tmp_path / 'index'), progress=False)
+    assert '\n' not in str(raised.value)
 
 
 def test_parts_cover_every_row_once_and_a_changed_plan_is_refused(tmp_path):

@@ -34,12 +34,18 @@ class PartExtractor:
         self.batchsize = batchsize
 
     def __call__(self, batch):
+        problems = []
         for part in batch['part']:
-            self.extract(int(part))
+            try:
+                self.extract(int(part))
+                problems.append('')
+            except UserError as error:   # sent as data: Ray Data's wrapping drops its type
+                problems.append(str(error))
         # Who did it and at what memory cost (peak resident MiB of this actor's process).
         peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         return {'part': batch['part'], 'pid': np.full(len(batch['part']), os.getpid()),
-                'peak_mib': np.full(len(batch['part']), peak_mib)}
+                'peak_mib': np.full(len(batch['part']), peak_mib),
+                'problem': np.array(problems)}
 
     def extract(self, part):
         start, stop = self.parts.ranges[part]
@@ -100,10 +106,10 @@ def run_pipeline(engine, part_ids, extractor_kwargs, progress, extractor=PartExt
     peaks = {}
     with tqdm.tqdm(total=len(part_ids), desc=progress, unit='part',
                    disable=progress is None) as bar:
-        try:
-            for batch in extracted.iter_batches(batch_size=None):
-                bar.update(len(batch['part']))
-                peaks.update(zip(batch['pid'].tolist(), batch['peak_mib'].tolist()))
-        except Exception as error:      # Ray wraps the actor's error: surface a UserError
-            raise engine_lib.user_error_inside(error) or error
+        for batch in extracted.iter_batches(batch_size=None):
+            problems = [problem for problem in batch['problem'] if problem]
+            if problems:
+                raise UserError(problems[0])
+            bar.update(len(batch['part']))
+            peaks.update(zip(batch['pid'].tolist(), batch['peak_mib'].tolist()))
     return peaks

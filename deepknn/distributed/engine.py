@@ -114,11 +114,13 @@ def check_reachable(address, timeout_s=5.0):
 
 def user_error_inside(error):
     """The UserError that a Ray task or actor raised, unwrapped from Ray's exceptions
-    (RayTaskError.cause, __cause__, __context__), or None."""
+    (RayTaskError.cause, __cause__, __context__), or None. A RayTaskError(UserError)
+    is a UserError too, but its text is the remote traceback: its cause is the one."""
+    from ray.exceptions import RayError
     seen = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, UserError):
-            return UserError(str(error).splitlines()[0], parameter=error.parameter)
+        if isinstance(error, UserError) and not isinstance(error, RayError):
+            return error
         seen.add(id(error))
         error = getattr(error, 'cause', None) or error.__cause__ or error.__context__
     return None

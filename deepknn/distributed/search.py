@@ -75,11 +75,13 @@ def build_shards(engine, parts, searched_layers, folder, settings, progress=True
         for shard, part_ids in enumerate(groups):
             pending[(layer, shard)] = task.remote(parts.settings, part_ids, layer, template_path,
                                                   shards.shard_path(folder, layer, shard))
-    keys = list(pending)
-    results = {}
-    with tqdm.tqdm(total=len(keys), desc='index shards', unit='shard', disable=not progress) as bar:
-        for key, result in zip(keys, engine_lib.get([pending[key] for key in keys])):
-            results[key] = result
+    key_of = {ref: key for key, ref in pending.items()}
+    waiting, results = list(key_of), {}
+    with tqdm.tqdm(total=len(waiting), desc='index shards', unit='shard',
+                   disable=not progress) as bar:
+        while waiting:                          # in the order they finish
+            [done], waiting = ray.wait(waiting, num_returns=1)
+            results[key_of[done]] = engine_lib.get(done)
             bar.update()
     manifest = {'settings': settings, 'dims': parts.layer_widths(),
                 'shards': [[results[(layer, s)] for s in range(engine.shards)]
