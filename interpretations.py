@@ -51,6 +51,7 @@ def parse_args(argv=None):
     parser.add_argument('--neighbors', type=nlp_utils.non_negative_int, default=0,
                         help='show the N nearest training examples (final DkNN layer)')
     cli.add_dknn(parser)
+    cli.add_engine(parser)
     cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE,
                       'rows (leave-one-out variants) per model batch and DkNN query')
     cli.add_device(parser)
@@ -64,6 +65,7 @@ def main(argv=None):
     nlp_utils.check_output_path(args.png, '--png')
     methods = saliency.parse_methods(args.methods, '--methods')
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
+    engine = cli.engine(args, setup.result_dir)   # Ray flags checked before any work
     settings = saliency_report.page_settings(setup, methods, args.k, args.backend,
                                              args.neighbors)   # a missing temperature.json fails here
     split, examples = setup.evaluation_examples(args.split, args.eval_file, args.skip_bad_lines)
@@ -73,7 +75,8 @@ def main(argv=None):
     dknn = None
     if settings['k'] is not None:
         with result_folder.lock(setup.result_dir, 'interpretations.py'):   # DkNN caches
-            dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
+            dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize,
+                                            engine=engine)
     results = saliency.interpret_all(setup, methods, examples, dknn, args.batchsize)
     neighbors = None
     if args.neighbors:

@@ -41,6 +41,7 @@ def parse_args(argv=None):
     parser.add_argument('--no-dknn', action='store_true',
                         help='skip DkNN credibility (conformity importance needs the DkNN)')
     cli.add_dknn(parser)
+    cli.add_engine(parser)
     cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE, 'rows per model batch and DkNN query')
     parser.add_argument('--out', default='results', help='folder for table, figures, HTML')
     cli.add_overwrite(parser)
@@ -149,6 +150,7 @@ def main(argv=None):
         if args.model_setup.endswith('.json') else os.path.abspath(args.model_setup)
     cli.check_new_outputs([table_stem(args, os.path.basename(folder)) + '.md'], args.overwrite)
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
+    engine = cli.engine(args, setup.result_dir)   # Ray flags checked before any work
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
         raise UserError('the {} split is empty; choose another --split'.format(args.split))
@@ -158,16 +160,17 @@ def main(argv=None):
     with result_folder.lock_outputs(table_stem(args, run), output_paths(args, run, importances),
                                     'reduce_inputs.py'):
         cli.check_new_outputs([table_stem(args, run) + '.md'], args.overwrite)
-        reduce_and_write(args, setup, importances, examples)
+        reduce_and_write(args, setup, importances, examples, engine)
 
 
-def reduce_and_write(args, setup, importances, examples):
-    """Reduce `examples` with each importance; write the table, records, pages, figures."""
+def reduce_and_write(args, setup, importances, examples, engine):
+    """Reduce `examples` with each importance (the DkNN built by `engine`, None for one
+    process); write the table, records, pages, figures."""
     dknn = None
     if needs_dknn(setup, importances, args.no_dknn):
         with result_folder.lock(setup.result_dir, 'reduce_inputs.py'):   # DkNN caches
             dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k,
-                                            batchsize=args.batchsize)
+                                            batchsize=args.batchsize, engine=engine)
     results = reduce_split(setup, importances, examples, dknn, args)
     run = os.path.basename(setup.result_dir)
     rows = table_rows(setup, results, run)

@@ -45,6 +45,7 @@ def parse_args(argv=None):
     cli.add_batchsize(parser)
     cli.add_device(parser)
     cli.add_skip_bad_lines(parser)
+    cli.add_engine(parser)
     parser.add_argument('--neighbor-labels', choices=('gold', 'predicted'), default='gold',
                         help="training labels (gold, like the original code) or the model's "
                              "predictions (as the paper's text says)")
@@ -67,6 +68,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.activations and args.eval_file:
         parser.error('--eval-file needs --model-setup; with --activations use --split')
+    if args.activations and args.engine != 'local':
+        parser.error('--engine ray needs --model-setup (it runs the model on the cluster)')
     return args
 
 
@@ -111,8 +114,9 @@ def report_variant(args):
 
 def write_report(folder, split, report, evaluation, variant):
     """dknn_<split>_<backend><variant>.json and its per-example npz, as one group."""
-    report_name, predictions_name = dknn_evaluation.output_names(split, report['backend'],
-                                                                 variant)
+    # A Ray run's files are named apart, so they never replace the one-process report.
+    backend = report['backend'] + ('_ray' if report.get('engine', 'local') != 'local' else '')
+    report_name, predictions_name = dknn_evaluation.output_names(split, backend, variant)
     arrays = {key: evaluation[key] for key in dknn_evaluation.PREDICTION_KEYS if key in evaluation}
     nlp_utils.atomic_write_files([
         nlp_utils.json_write(os.path.join(folder, report_name), report),
@@ -134,17 +138,19 @@ def evaluate_model(args):
         raise UserError('the {} split of {} is empty; choose another --split'.format(
             split, setup.result_dir))
     warn_about_split(split)
+    engine = cli.engine(args, setup.result_dir)
     with result_folder.lock(setup.result_dir, 'run_dknn.py'):
         timer = dknn_lib.PhaseTimer()
         dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, args.neighbor_labels,
                                         args.last_layer_only, index_options(args),
-                                        args.batchsize, not args.no_cache, timer)
+                                        args.batchsize, not args.no_cache, timer, engine)
         with timer('evaluate'):
             evaluation = dknn_evaluation.evaluate(setup, dknn, setup.encode(examples), args.batchsize)
         report = dknn_evaluation.summary(evaluation)
         report.update(settings(args, dknn, split), neighbor_labels=args.neighbor_labels,
                       seconds=timer.seconds, dataset=setup.config.dataset,
-                      model=setup.config.model)
+                      model=setup.config.model,
+                      engine=engine.description() if engine else 'local')
         return report, write_report(args.out or setup.result_dir, split, report, evaluation,
                                     report_variant(args))
 
@@ -201,6 +207,8 @@ def main(argv=None):
           .format('n/a' if softmax is None else '{:.4f}'.format(softmax),
                   report['dknn_accuracy'], report['n_examples'], report['split'],
                   report['backend'], report['k'], path))
+    if report.get('engine', 'local') != 'local':
+        print('engine: {}'.format(report['engine']))
 
 
 if __name__ == '__main__':

@@ -11,6 +11,7 @@ import sys
 
 import nlp_utils
 from deepknn import knn_index
+from deepknn.distributed import engine as engine_lib
 
 DEFAULT_K = 75            # DkNN neighbours per layer (the paper's k)
 RAJANI_K = 16             # neighbours of Rajani et al.'s kNN backoff and retrieval
@@ -69,6 +70,55 @@ def add_limit(parser, default=None, help='only the first N examples (default: al
 
 def add_seed(parser, default=0, help='random seed'):
     parser.add_argument('--seed', type=nlp_utils.seed, default=default, help=help)
+
+
+def add_engine(parser):
+    """--engine and the Ray flags: where a DkNN's activations and indexes are made
+    (docs/ray.md). Read back with `engine(args, result_dir)`."""
+    group = parser.add_argument_group('engine (docs/ray.md)')
+    group.add_argument('--engine', choices=('local', 'ray'), default='local',
+                       help='local: one process (default); ray: activations extracted by a '
+                            'Ray Data actor pool, faiss shards searched by shard actors')
+    group.add_argument('--ray-address', default=None,
+                       help="with --engine ray: join a running cluster ('auto' or HOST:PORT; "
+                            'default: start a local Ray on this machine)')
+    group.add_argument('--shards', type=nlp_utils.positive_int, default=None,
+                       help='with --engine ray: index shards per layer (default 2)')
+    group.add_argument('--workers', type=nlp_utils.positive_int, default=None,
+                       help='with --engine ray: extraction actors, each loading the model '
+                            'once (default 2)')
+    group.add_argument('--storage', default=None,
+                       help='with --engine ray: folder for activation parts and index shards, '
+                            'seen at the same path by every node (default: '
+                            '<result folder>/ray_storage)')
+    group.add_argument('--activation-dtype', choices=engine_lib.DTYPES, default=None,
+                       help='with --engine ray: stored activations (default float32; float16 '
+                            'halves the disk, search stays float32)')
+
+
+RAY_FLAGS = ('ray_address', 'shards', 'workers', 'storage', 'activation_dtype')
+
+
+def engine(args, result_dir):
+    """The RayEngine that add_engine's flags ask for, or None for --engine local. The
+    index follows --faiss-kind/--nprobe/--pq-m where the command has them (flat else)."""
+    if args.engine == 'local':
+        given = [name for name in RAY_FLAGS if getattr(args, name) is not None]
+        if given:
+            raise nlp_utils.UserError('--{} needs --engine ray'.format(given[0].replace('_', '-')))
+        return None
+    if getattr(args, 'backend', 'faiss') != 'faiss':
+        raise nlp_utils.UserError('--engine ray searches faiss shards; pass --backend faiss')
+    kind = getattr(args, 'faiss_kind', 'flat')
+    if kind not in engine_lib.INDEX_KINDS:
+        raise nlp_utils.UserError('--engine ray shards flat, ivf or ivfpq indexes, not --faiss-kind '
+                                  '{}'.format(kind))
+    engine_lib.check_reachable(args.ray_address)
+    return engine_lib.RayEngine(
+        storage=args.storage or os.path.join(result_dir, 'ray_storage'),
+        shards=args.shards or 2, workers=args.workers or 2, address=args.ray_address,
+        dtype=args.activation_dtype or 'float32', kind=kind,
+        nprobe=getattr(args, 'nprobe', 16), pq_m=getattr(args, 'pq_m', None))
 
 
 def add_batchsize(parser, default=64, help='inputs per model batch'):

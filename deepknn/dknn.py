@@ -62,6 +62,7 @@ class DkNN:
         self.indexes = []
         self.n_layers = None          # layers passed to fit (all of them are searched
         self.train_activations = None  # unless last_layer_only)
+        self.layer_widths = None       # D_l of every layer
         self.train_labels = None
         self.calibration_scores = None
 
@@ -89,6 +90,16 @@ class DkNN:
             self.indexes = [knn_index.make_index(self.backend, **self.index_options).build(layer)
                             for layer in layers]
         self.train_labels = train_labels
+        self.layer_widths = [layer.shape[1] for layer in train_activations]
+        return self
+
+    def fit_indexes(self, indexes, train_labels, layer_widths):
+        """Fit on indexes built elsewhere, one per searched layer (sharded over a Ray
+        cluster, say): the training activations stay with them. layer_widths: D_l of
+        every layer, searched or not."""
+        self.n_layers, self.layer_widths = len(layer_widths), list(layer_widths)
+        self.indexes = list(indexes)
+        self.train_labels = self.checked_labels(train_labels, indexes[0].n, 'train_labels')
         return self
 
     def calibrate(self, calib_activations, calib_labels):
@@ -124,12 +135,12 @@ class DkNN:
     def _checked_query(self, activations, name):
         """Query layers checked like the training layers, with their widths against fit."""
         activations = checked_layers(activations, name)
-        if self.train_activations is not None and len(activations) == self.n_layers:
-            for i, (query, train) in enumerate(zip(activations, self.train_activations)):
-                if query.shape[1] != train.shape[1]:
+        if self.layer_widths is not None and len(activations) == self.n_layers:
+            for i, (query, width) in enumerate(zip(activations, self.layer_widths)):
+                if query.shape[1] != width:
                     raise UserError('{} layer {} has width {}, but the DkNN was fitted on '
                                     'width {}; pass the same model\'s layers'.format(
-                                        name, i, query.shape[1], train.shape[1]))
+                                        name, i, query.shape[1], width))
         return activations
 
     # ------------------------------------------------------------ inference
@@ -203,11 +214,14 @@ class DkNN:
         indexes where the backend can serialise them (faiss); others are rebuilt on load."""
         if self.calibration_scores is None:
             raise RuntimeError('call fit() and calibrate() before save()')
+        if self.train_activations is None:
+            raise UserError('a DkNN over sharded indexes lives in its storage folder; it '
+                            'cannot be saved as one npz')
         settings = {'n_class': self.n_class, 'backend': self.backend, 'k': self.k,
                     'last_layer_only': self.last_layer_only,
                     'index_options': self.index_options, 'n_layers': self.n_layers}
         arrays = {'layer_{}'.format(i): a for i, a in enumerate(self.train_activations)}
-        arrays.update(index_state_arrays(self.indexes) or {})
+        arrays.update(knn_index.index_state_arrays(self.indexes) or {})
         nlp_utils.atomic_savez(path, settings=np.array(json.dumps(settings)),
                                train_labels=self.train_labels,
                                calibration_scores=self.calibration_scores, **arrays)
@@ -220,7 +234,7 @@ class DkNN:
             with np.load(path, allow_pickle=False) as saved:
                 settings = json.loads(str(saved['settings']))
                 layers = [saved['layer_{}'.format(i)] for i in range(settings['n_layers'])]
-                states = index_states_from(saved)
+                states = knn_index.index_states_from(saved)
                 labels, scores = saved['train_labels'], saved['calibration_scores']
         except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile, zlib.error) as error:
             raise UserError('{} is not a DkNN saved by DkNN.save ({}); save it again'.format(
@@ -230,27 +244,6 @@ class DkNN:
         dknn.fit(layers, labels, index_states=states or None)
         dknn.calibration_scores = scores
         return dknn
-
-
-def index_state_arrays(indexes):
-    """{index_<layer>_<field>: array} of the indexes' saved states, or None when a
-    backend cannot save its index without pickle (KD-tree, LSH)."""
-    states = [index.saved_state() for index in indexes]
-    if any(state is None for state in states):
-        return None
-    return {'index_{}_{}'.format(i, field): value
-            for i, state in enumerate(states) for field, value in state.items()}
-
-
-def index_states_from(arrays):
-    """Per-index saved states from arrays named index_<layer>_<field> (a dict or an open
-    npz) -> list of dicts."""
-    states = {}
-    for name in arrays:
-        if name.startswith('index_'):
-            _, layer, field = name.split('_', 2)
-            states.setdefault(int(layer), {})[field] = arrays[name]
-    return [states[layer] for layer in sorted(states)]
 
 
 # ---------------------------------------------------------------- model + cache
@@ -348,10 +341,10 @@ class IndexCache:
     def load(self):
         """Per-layer saved states, or None when there is no valid cache."""
         cache = read_cache(self.path, self.key)
-        return None if cache is None else index_states_from(cache)
+        return None if cache is None else knn_index.index_states_from(cache)
 
     def save(self):
-        arrays = index_state_arrays(self.dknn.indexes)
+        arrays = knn_index.index_state_arrays(self.dknn.indexes)
         if arrays is not None:
             nlp_utils.atomic_savez(self.path, key=np.array(self.key), **arrays)
 
@@ -371,17 +364,22 @@ class PhaseTimer:
 
 def fitted_dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold',
                            last_layer_only=False, index_options=None, batchsize=64,
-                           use_cache=True, timer=None):
+                           use_cache=True, timer=None, engine=None):
     """A DkNN fitted on the training split of a loaded model setup, not yet calibrated:
-    for a caller that calibrates it on examples of its own choosing."""
+    for a caller that calibrates it on examples of its own choosing. engine: a
+    distributed.engine.RayEngine to extract and index on Ray (sharded), or None."""
     timer = timer or PhaseTimer()
     if k > len(setup.splits.train):   # checked before the slow caching
         raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
                         .format(k, len(setup.splits.train)))
+    dknn = DkNN(setup.config.n_class, backend, k, last_layer_only, index_options)
+    if engine is not None:
+        from deepknn.distributed import ray_dknn
+        return ray_dknn.fitted(dknn, setup, engine, activation_key(setup), neighbor_labels,
+                               batchsize, timer)
     with timer('cache'):
         key = activation_key(setup)
         activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache, key)
-    dknn = DkNN(setup.config.n_class, backend, k, last_layer_only, index_options)
     with timer('index'):
         index_cache = IndexCache(setup.result_dir, key, dknn) if use_cache else None
         saved_states = index_cache.load() if index_cache else None
@@ -392,15 +390,20 @@ def fitted_dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold',
 
 
 def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_layer_only=False,
-                    index_options=None, batchsize=64, use_cache=True, timer=None):
-    """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)."""
+                    index_options=None, batchsize=64, use_cache=True, timer=None, engine=None):
+    """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup);
+    engine: see fitted_dknn_from_setup."""
     timer = timer or PhaseTimer()
     # Checked before the slow caching, which would only fail after it.
     if not setup.splits.calib:
         raise UserError('the calibration split is empty; re-train with --n-calib > 0')
     dknn = fitted_dknn_from_setup(setup, backend, k, neighbor_labels, last_layer_only,
-                                  index_options, batchsize, use_cache, timer)
+                                  index_options, batchsize, use_cache, timer, engine)
     with timer('calibrate'):
+        if engine is not None:
+            from deepknn.distributed import ray_dknn
+            return dknn.calibrate(*ray_dknn.split_activations(engine, setup, 'calib',
+                                                             activation_key(setup), batchsize))
         return calibrated_on_split(dknn, setup, batchsize)
 
 

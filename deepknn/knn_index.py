@@ -250,27 +250,39 @@ class FaissIndex(NeighborIndex):
         self.pq_m = pq_m
 
     def _build(self, vectors):
+        self._index = self.trained_empty(vectors, self.n)
+        self._index.add(vectors)
+
+    def trained_empty(self, sample, n_total):
+        """An empty faiss index of this kind sized for `n_total` vectors, trained (IVF
+        kinds) on `sample` (M, D) float32: the coarse quantizer and PQ codebook that
+        shards of one layer share (deepknn/distributed/search.py)."""
         import faiss
         _limit_faiss_threads(faiss, self.n_threads)
+        self.n, self.dim = int(n_total), int(sample.shape[1])
         if self.kind == 'flat':
-            self._index = faiss.IndexFlatL2(self.dim)
-        elif self.kind == 'hnsw':
-            self._index = faiss.IndexHNSWFlat(self.dim, self.hnsw_m)
-            self._index.hnsw.efConstruction = self.ef_construction
+            return faiss.IndexFlatL2(self.dim)
+        if self.kind == 'hnsw':
+            index = faiss.IndexHNSWFlat(self.dim, self.hnsw_m)
+            index.hnsw.efConstruction = self.ef_construction
+            return index
+        self.nlist_used = self.list_count(self.n)
+        self._quantizer = faiss.IndexFlatL2(self.dim)    # must outlive the IVF index
+        if self.kind == 'ivf':
+            index = faiss.IndexIVFFlat(self._quantizer, self.dim, self.nlist_used)
         else:
-            nlist = self.nlist or max(1, min(int(round(4 * math.sqrt(self.n))), self.n // 39))
-            self.nlist_used = int(nlist)
-            self._quantizer = faiss.IndexFlatL2(self.dim)    # must outlive the IVF index
-            if self.kind == 'ivf':
-                self._index = faiss.IndexIVFFlat(self._quantizer, self.dim, self.nlist_used)
-            else:
-                self._index = faiss.IndexIVFPQ(self._quantizer, self.dim, self.nlist_used,
-                                               self._pq_bytes(), self._pq_bits())
-                self._index.pq.cp.seed = self.seed
-            self._index.cp.seed = self.seed
-            self._index.cp.max_points_per_centroid = self.train_per_list
-            self._index.train(vectors)
-        self._index.add(vectors)
+            index = faiss.IndexIVFPQ(self._quantizer, self.dim, self.nlist_used,
+                                     self._pq_bytes(), self._pq_bits())
+            index.pq.cp.seed = self.seed
+        index.cp.seed = self.seed
+        index.cp.max_points_per_centroid = self.train_per_list
+        index.train(sample)
+        return index
+
+    def list_count(self, n_total):
+        """Inverted lists for `n_total` vectors: nlist, or about 4*sqrt(N) (fewer when N
+        is small, so that each list gets at least 39 training points)."""
+        return int(self.nlist or max(1, min(int(round(4 * math.sqrt(n_total))), n_total // 39)))
 
     def _pq_bytes(self):
         """Sub-quantisers (one byte each): pq_m, which must divide the dimension."""
@@ -322,3 +334,24 @@ def make_index(backend, **options):
         raise UserError('unknown option(s) {} for backend {!r}; it takes {}'.format(
             ', '.join(unknown), backend, ', '.join(allowed)))
     return cls(**options)
+
+
+def index_state_arrays(indexes):
+    """{index_<layer>_<field>: array} of the indexes' saved states, or None when a
+    backend cannot save its index without pickle (KD-tree, LSH)."""
+    states = [index.saved_state() for index in indexes]
+    if any(state is None for state in states):
+        return None
+    return {'index_{}_{}'.format(i, field): value
+            for i, state in enumerate(states) for field, value in state.items()}
+
+
+def index_states_from(arrays):
+    """Per-index saved states from arrays named index_<layer>_<field> (a dict or an open
+    npz) -> list of dicts."""
+    states = {}
+    for name in arrays:
+        if name.startswith('index_'):
+            _, layer, field = name.split('_', 2)
+            states.setdefault(int(layer), {})[field] = arrays[name]
+    return [states[layer] for layer in sorted(states)]

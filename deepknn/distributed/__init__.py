@@ -1,0 +1,1 @@
+"""Activations, sharded faiss indexes and DkNN search on a Ray cluster (docs/ray.md)."""
