@@ -54,6 +54,7 @@ LAYERS = {
     'deepknn.ragged_lstm': '1',
     'deepknn.pretrained': '1',
     'deepknn.transformer': '1',
+    'deepknn.sst_trees': '1',
     # 2 one loader
     'deepknn.model_setup': '2',
     # 3 methods
@@ -68,6 +69,8 @@ LAYERS = {
     'deepknn.rajani.knn_representations': '3b',
     'deepknn.faithfulness': '3c',
     'deepknn.faithfulness_runs': '3c',
+    'deepknn.plausibility': '3c',
+    'deepknn.plausibility_runs': '3c',
     'deepknn.feng.input_reduction': '3c',
     'deepknn.rajani.label_issues': '3c',
     'deepknn.rajani.knn_influence': '3c',
