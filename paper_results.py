@@ -221,6 +221,20 @@ def faithfulness_summary(args):
     print(markdown_table(rows, faithfulness_report.SUMMARY_COLUMNS))
 
 
+def add_seed(command):
+    command.add_argument('--seed', type=int, default=0,
+                         help='seed of the random baseline and the bootstrap')
+
+
+def add_summary_parser(commands, name, function):
+    """The subcommand NAME (e.g. faithfulness-summary) over the runs its measure
+    (faithfulness) was run on."""
+    summary = commands.add_parser(name, help=function.__doc__.split('\n')[0])
+    summary.add_argument('--runs', required=True, help='comma-separated result folder names '
+                         'measured by ' + name.split('-')[0])
+    return summary
+
+
 def add_faithfulness_command(commands):
     command = commands.add_parser('faithfulness', help=faithfulness.__doc__.split('\n')[0])
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
@@ -237,12 +251,8 @@ def add_faithfulness_command(commands):
     command.add_argument('--curves', action=argparse.BooleanOptionalAction, default=True,
                          help='deletion and insertion curves (a model row per word per '
                               'sentence and ranking); --no-curves measures only the bins')
-    command.add_argument('--seed', type=int, default=0,
-                         help='seed of the random baseline and the bootstrap')
-    summary = commands.add_parser('faithfulness-summary',
-                                  help=faithfulness_summary.__doc__.split('\n')[0])
-    summary.add_argument('--runs', required=True,
-                         help='comma-separated result folder names measured by faithfulness')
+    add_seed(command)
+    summary = add_summary_parser(commands, 'faithfulness-summary', faithfulness_summary)
     summary.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
                          help='the split they were measured on')
 
@@ -286,7 +296,7 @@ def thresholds(text):
 
 
 def plausibility_summary(args):
-    """Conformity against confidence and gradient plausibility across runs, and the figure of plausibility against faithfulness"""
+    """Conformity against confidence and gradient across runs; plausibility against faithfulness"""
     summary = plausibility_report.gather_summary(args.out, run_names(args.runs),
                                                  args.threshold[0])
     header = plausibility_report.summary_header(args.threshold[0], summary.weights,
@@ -316,12 +326,8 @@ def add_plausibility_commands(commands):
                               saliency.describe_methods())
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
-    command.add_argument('--seed', type=int, default=0,
-                         help='seed of the random baseline and the bootstrap')
-    summary = commands.add_parser('plausibility-summary',
-                                  help=plausibility_summary.__doc__.split('\n')[0])
-    summary.add_argument('--runs', required=True,
-                         help='comma-separated result folder names measured by plausibility')
+    add_seed(command)
+    summary = add_summary_parser(commands, 'plausibility-summary', plausibility_summary)
     summary.add_argument('--threshold', type=thresholds,
                          default='{:g}'.format(plausibility_lib.DEFAULT_THRESHOLDS[0]),
                          help='the rationale threshold tabled')

@@ -5,9 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from cli_helpers import assert_one_line_error, cli, train_tiny
-from deepknn import dknn as dknn_lib
-from deepknn import model_setup
+from cli_helpers import assert_one_line_error, cli, tiny_run_with_dknn
 from deepknn import plausibility as pl
 from deepknn import plausibility_runs as runs
 from deepknn import saliency
@@ -23,11 +21,7 @@ METHODS = ('conformity', 'confidence', 'gradient')
 
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory):
-    folder = tmp_path_factory.mktemp('plausibility')
-    results = folder / 'results'
-    train_tiny(folder, results / 'run')
-    setup = model_setup.load_setup(str(results / 'run' / 'args.json'))
-    return results, setup, dknn_lib.dknn_from_setup(setup, 'kdtree', 5, use_cache=False)
+    return tiny_run_with_dknn(tmp_path_factory.mktemp('plausibility'))
 
 
 @pytest.fixture(scope='module')

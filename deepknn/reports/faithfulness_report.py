@@ -162,9 +162,7 @@ def report_writes(run, summaries, differences, stem, header, title):
     nlp_utils.atomic_write_files (renamed into place together)."""
     page = markdown_text(run, summaries, differences, header)
     table = csv_text(csv_rows(run, summaries, differences), CSV_COLUMNS)
-    return [(stem + '.md', lambda f: f.write(page), 'w'),
-            (stem + '.csv', lambda f: f.write(table), 'w'),
-            plots.figure_write(curves_figure(run, title), stem + '.png')]
+    return plots.page_writes(stem, page, table, curves_figure(run, title))
 
 
 # ---------------------------------------------------------------- across runs

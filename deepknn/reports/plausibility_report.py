@@ -146,9 +146,7 @@ def report_writes(run, summaries, differences, stem, header, title):
     nlp_utils.atomic_write_files (renamed into place together)."""
     page = markdown_text(run, summaries, differences, header)
     table = csv_text(csv_rows(summaries, differences), CSV_COLUMNS)
-    return [(stem + '.md', lambda f: f.write(page), 'w'),
-            (stem + '.csv', lambda f: f.write(table), 'w'),
-            plots.figure_write(measures_figure(run, summaries, title), stem + '.png')]
+    return plots.page_writes(stem, page, table, measures_figure(run, summaries, title))
 
 
 # ---------------------------------------------------------------- across runs
