@@ -298,14 +298,14 @@ def thresholds(text):
 def plausibility_summary(args):
     """Conformity against confidence and gradient across runs; plausibility against faithfulness"""
     summary = plausibility_report.gather_summary(args.out, run_names(args.runs),
-                                                 args.threshold[0])
-    header = plausibility_report.summary_header(args.threshold[0], summary.weights,
+                                                 args.thresholds)
+    header = plausibility_report.summary_header(args.thresholds, summary.weights,
                                                 cli.provenance())
     stem = os.path.join(args.out, 'plausibility_summary')
     writes = tables.table_writes(stem, summary.rows, summary.columns, header)
     if summary.points:
         writes.append(plots.figure_write(plausibility_report.plausibility_vs_faithfulness(
-            summary.points, args.threshold[0]), stem + '.png'))
+            summary.points, args.thresholds[0]), stem + '.png'))
     nlp_utils.atomic_write_files(writes)
     print(markdown_table(summary.rows, summary.columns))
 
@@ -315,10 +315,11 @@ def add_plausibility_commands(commands):
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     command.add_argument('--limit', type=nlp_utils.positive_int, default=None,
                          help='the first N test sentences (default: all)')
-    command.add_argument('--thresholds', type=thresholds, default=','.join(
-        '{:g}'.format(t) for t in plausibility_lib.DEFAULT_THRESHOLDS),
-        help='comma-separated rationale thresholds on the phrase polarity (0.5: every '
-             'explanatory phrase, 1: very polar ones); the first is the headline')
+    default_thresholds = ','.join('{:g}'.format(t) for t in plausibility_lib.DEFAULT_THRESHOLDS)
+    command.add_argument('--thresholds', type=thresholds, default=default_thresholds,
+                         help='comma-separated rationale thresholds on the phrase polarity '
+                              '(0.5: every explanatory phrase, 1: very polar ones); the first '
+                              'is the headline')
     command.add_argument('--trees', default=None,
                          help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
     command.add_argument('--methods', default=','.join(faithfulness_runs.DEFAULT_METHODS),
@@ -328,9 +329,8 @@ def add_plausibility_commands(commands):
     cli.add_batchsize(command, 256, 'rows per model batch')
     add_seed(command)
     summary = add_summary_parser(commands, 'plausibility-summary', plausibility_summary)
-    summary.add_argument('--threshold', type=thresholds,
-                         default='{:g}'.format(plausibility_lib.DEFAULT_THRESHOLDS[0]),
-                         help='the rationale threshold tabled')
+    summary.add_argument('--thresholds', type=thresholds, default=default_thresholds,
+                         help='the rationale thresholds tabled; the figure takes the first')
 
 
 OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),

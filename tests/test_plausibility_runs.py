@@ -97,11 +97,15 @@ def test_summary_gives_each_difference_its_verdict_and_draws_the_figure(tmp_path
     paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path),
                         'plausibility-summary', '--runs', 'cnn'])
     with open(tmp_path / 'plausibility_summary.csv') as f:
-        (summary,) = list(csv.DictReader(f))
+        summary, at_one = list(csv.DictReader(f))     # thresholds 0.5 and 1
+    assert at_one['threshold'] == '1' and at_one['auprc'] == '' and at_one['spearman']
     assert summary['difference'] == 'conformity - confidence'
     assert summary['verdict'] == 'more plausible on 2, inside the spread on 1'
-    assert summary['auprc@0.5'] == '+0.100 [+0.050, +0.200]'
+    assert summary['auprc'] == '+0.100 [+0.050, +0.200]' and summary['threshold'] == '0.5'
     assert (tmp_path / 'plausibility_summary.png').stat().st_size > 0
+    # The page says which weights and how many sentences each table read.
+    assert ('cnn: plausibility not recorded (10 sentences), faithfulness not recorded (10 '
+            'sentences)') in (tmp_path / 'plausibility_summary.md').read_text()
 
 
 def test_summary_names_the_missing_table_and_the_command_that_makes_it(tmp_path, capsys):

@@ -116,9 +116,9 @@ def measures_figure(run, summaries, title):
     words, what a constant map scores."""
     cells = _cells(summaries)
     methods = list(cells)
-    figure, axes = plots.plt.subplots(1, len(FIGURE_MEASURES),
-                                      figsize=(3.2 * len(FIGURE_MEASURES), 0.5 * len(methods) + 1.8),
-                                      sharey=True, squeeze=False)
+    size = (3.2 * len(FIGURE_MEASURES), 0.5 * len(methods) + 1.8)
+    figure, axes = plots.plt.subplots(1, len(FIGURE_MEASURES), figsize=size, sharey=True,
+                                      squeeze=False)
     colours = plots.plt.get_cmap('tab10')
     for ax, measure in zip(axes[0], FIGURE_MEASURES):
         name = (plausibility.measure_name(measure, run.thresholds[0])
@@ -150,31 +150,33 @@ def report_writes(run, summaries, differences, stem, header, title):
 
 
 # ---------------------------------------------------------------- across runs
-def summary_columns(threshold):
-    return (['run', 'difference', 'n'] + [plausibility.measure_name(m, threshold) for m in
-                                          plausibility.THRESHOLD_MEASURES]
-            + ['spearman', 'extraneous_share', 'extraneous_words', 'verdict'])
+SUMMARY_MEASURES = plausibility.THRESHOLD_MEASURES + ('spearman', 'extraneous_share',
+                                                      'extraneous_words')
+SUMMARY_COLUMNS = ['run', 'difference', 'threshold', 'n'] + list(SUMMARY_MEASURES) + ['verdict']
 
 
 def summary_rows(run_name, rows, threshold):
     """One row per paired difference of one run's plausibility CSV (CSV_COLUMNS, as read
-    back: strings): the measures at `threshold` (mean [95% interval]) and the verdict."""
-    columns = summary_columns(threshold)[3:-1]
+    back: strings): the SUMMARY_MEASURES (those of a threshold at `threshold`) as mean
+    [95% interval], and the verdict over them."""
+    names = {plausibility.measure_name(m, threshold if m in plausibility.THRESHOLD_MEASURES
+                                       else None): m for m in SUMMARY_MEASURES}
     grouped = {}
     for row in rows:
-        if row['section'] == 'difference' and row['measure'] in columns:
+        if row['section'] == 'difference' and row['measure'] in names:
             grouped.setdefault('{} - {}'.format(row['method'], row['baseline']),
-                               {})[row['measure']] = row
+                               {})[names[row['measure']]] = row
     out = []
     for difference, measures in grouped.items():
         values = {m: tuple(float(r[k]) for k in ('mean', 'low', 'high'))
                   for m, r in measures.items()}
-        higher = {m: plausibility.HIGHER_IS_BETTER[plausibility.base_measure(m)] for m in values}
+        n = measures['auprc']['n'] if 'auprc' in measures else ''
         out.append(dict({'run': run_name, 'difference': difference,
-                         'n': measures[columns[0]]['n'],
-                         'verdict': faithfulness_report.verdict(values, higher, 'more plausible')},
+                         'threshold': '{:g}'.format(threshold), 'n': n,
+                         'verdict': faithfulness_report.verdict(
+                             values, plausibility.HIGHER_IS_BETTER, 'more plausible')},
                         **{m: faithfulness_report.signed_interval(*values[m]) if m in values
-                           else '' for m in columns}))
+                           else '' for m in SUMMARY_MEASURES}))
     return out
 
 
@@ -246,44 +248,55 @@ def table_weights(folder, stem):
     return found.group(1) if found else tables.NOT_RECORDED
 
 
-def gather_summary(folder, runs, threshold, classifiers=('softmax', 'conformity')):
-    """SummaryInputs of FOLDER/plausibility_RUN.csv per run, with the points of the
-    runs that also have FOLDER/faithfulness_RUN_test.csv (under each of `classifiers`)."""
+def sentences(rows):
+    """The sentences a plausibility or faithfulness CSV measured: the largest n of its
+    'measure' rows."""
+    return max(int(row['n']) for row in rows if row['section'] == 'measure')
+
+
+def gather_summary(folder, runs, thresholds, classifiers=('softmax', 'conformity')):
+    """SummaryInputs of FOLDER/plausibility_RUN.csv per run, a row per difference and
+    threshold, with the points (AUPRC at the first threshold) of the runs that also have
+    FOLDER/faithfulness_RUN_test.csv (under each of `classifiers`)."""
     rows, points, weights = [], {}, []
-    auprc = plausibility.measure_name('auprc', threshold)
+    auprc = plausibility.measure_name('auprc', thresholds[0])
+    text = ','.join('{:g}'.format(t) for t in thresholds)
     for run in runs:
         stem = 'plausibility_{}'.format(run)
         table = read_rows(os.path.join(folder, stem + '.csv'), 'plausibility --run ' + run)
         try:
-            rows += summary_rows(run, table, threshold)
+            rows += [row for t in thresholds for row in summary_rows(run, table, t)]
             plausible = method_means(table, auprc)
             if not plausible:
                 raise KeyError(auprc)
         except (KeyError, ValueError) as error:
-            raise UserError('{}.csv is not a plausibility table at threshold '
-                            '{:g} ({}: {}); remake it with python paper_results.py --overwrite '
-                            'plausibility --run {} --thresholds {:g}'.format(
-                                stem, threshold, type(error).__name__, error, run, threshold))
-        weights.append('{}: plausibility {}'.format(run, table_weights(folder, stem)))
+            raise UserError('{}.csv is not a plausibility table at thresholds '
+                            '{} ({}: {}); remake it with python paper_results.py --overwrite '
+                            'plausibility --run {} --thresholds {}'.format(
+                                stem, text, type(error).__name__, error, run, text))
+        weights.append('{}: plausibility {} ({} sentences)'.format(
+            run, table_weights(folder, stem), sentences(table)))
         faithful_stem = 'faithfulness_{}_test'.format(run)
         if not os.path.exists(os.path.join(folder, faithful_stem + '.csv')):
             continue
-        weights[-1] += ', faithfulness {}'.format(table_weights(folder, faithful_stem))
         faithful = read_rows(os.path.join(folder, faithful_stem + '.csv'), '')
+        weights[-1] += ', faithfulness {} ({} sentences)'.format(
+            table_weights(folder, faithful_stem), sentences(faithful))
         for f in classifiers:
             means = method_means([r for r in faithful if r['classifier'] == f], 'aopc_comp')
             points.setdefault(f, []).extend((run, m, means[m][0], plausible[m])
                                             for m in plausible if m in means)
-    return SummaryInputs(rows, summary_columns(threshold), points, weights)
+    return SummaryInputs(rows, SUMMARY_COLUMNS, points, weights)
 
 
-def summary_header(threshold, weights, produced):
+def summary_header(thresholds, weights, produced):
     return ('# Plausibility across models: conformity leave-one-out minus confidence '
             'leave-one-out and minus the gradient\n\nEach cell: the paired difference on the '
-            'same test sentences, mean [95% bootstrap interval], rationale threshold {:g}; '
+            'same test sentences, mean [95% bootstrap interval], at each rationale threshold '
+            '(the figure: t = {:g}); n: the sentences with a rationale at t; '
             'verdict: on how many measures conformity is more (less) plausible beyond the '
             'interval (lower is better for the extraneous measures). Per run: '
             'plausibility_RUN.md. The figure plausibility_summary.png sets each method\'s AUPRC '
             'against its faithfulness (AOPC comprehensiveness) from faithfulness_RUN_test; the '
             'two tables may have read different weights of a run (model sha256): {}.\n{}\n'
-            .format(threshold, '; '.join(weights), produced))
+            .format(thresholds[0], '; '.join(weights), produced))
