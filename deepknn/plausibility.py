@@ -21,6 +21,9 @@ Measures of one map (importances (n,), positive = supports the method's predicti
                     (ties by position); with k predicted and k true, F1 = precision
   iou_f1            ERASER's IOU F1: the top-k words' contiguous runs against the
                     rationale's phrases, a pair matching when their IOU > 0.5
+  highlight_recall  share of the rationale's words highlighted (below); with
+                    1 - extraneous_share, the precision of the highlights at t = 0.5,
+                    it tests section 5.1's "higher precision, slightly lower recall"
   spearman          rank correlation of the importance turned toward the gold label
                     with the signed human score
   highlighted_words words with |normalised importance| > 0.05 (section 5.1)
@@ -28,7 +31,7 @@ Measures of one map (importances (n,), positive = supports the method's predicti
                     phrase, i.e. soft rationale 0 (a polar word is its own explanatory
                     phrase, so 'neutral' follows from 'in no explanatory phrase')
   extraneous_share  extraneous_words / highlighted_words
-A measure without a value is NaN: no rationale word (auprc, token_f1, iou_f1), fewer
+A measure without a value is NaN: no rationale word (the threshold measures), fewer
 than two words or a constant side (spearman), nothing highlighted (extraneous_share),
 or a map with a NaN importance (all of them).
 """
@@ -44,11 +47,12 @@ from nlp_utils import UserError
 
 DEFAULT_THRESHOLDS = (0.5, 1.0)
 IOU_MATCH = 0.5     # ERASER: a predicted span matches a true one when IOU > 0.5
-THRESHOLD_MEASURES = ('auprc', 'token_f1', 'iou_f1')
+THRESHOLD_MEASURES = ('auprc', 'token_f1', 'iou_f1', 'highlight_recall')
 OTHER_MEASURES = ('spearman', 'extraneous_share', 'extraneous_words', 'highlighted_words')
 # Which sign of a difference means the first method is the more plausible one (None:
 # descriptive only).
-HIGHER_IS_BETTER = {'auprc': True, 'token_f1': True, 'iou_f1': True, 'spearman': True,
+HIGHER_IS_BETTER = {'auprc': True, 'token_f1': True, 'iou_f1': True, 'highlight_recall': True,
+                    'spearman': True,
                     'extraneous_share': False, 'extraneous_words': False,
                     'highlighted_words': None}
 
@@ -196,6 +200,7 @@ def sentence_measures(importance, toward_gold, human, thresholds=DEFAULT_THRESHO
     if np.isnan(importance).any():
         return dict.fromkeys(names + list(OTHER_MEASURES), math.nan)
     magnitude = np.abs(importance)
+    highlighted = saliency_scores.highlighted(importance)
     values = {}
     for threshold in thresholds:
         relevant = human.binary(threshold)
@@ -203,7 +208,8 @@ def sentence_measures(importance, toward_gold, human, thresholds=DEFAULT_THRESHO
         values[measure_name('auprc', threshold)] = average_precision(magnitude, relevant)
         values[measure_name('token_f1', threshold)] = token_f1(chosen, relevant)
         values[measure_name('iou_f1', threshold)] = iou_f1(runs(chosen), human.spans(threshold))
-    highlighted = saliency_scores.highlighted(importance)
+        values[measure_name('highlight_recall', threshold)] = (
+            np.sum(highlighted & relevant) / relevant.sum() if relevant.any() else math.nan)
     extraneous = int(np.sum(highlighted & (human.soft == 0)))
     values.update(spearman=spearman(toward_gold * importance, human.signed),
                   highlighted_words=float(highlighted.sum()), extraneous_words=float(extraneous),

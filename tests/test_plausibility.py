@@ -127,6 +127,7 @@ def test_a_map_equal_to_the_human_score_is_perfect():
         assert values[pl.measure_name('auprc', threshold)] == 1
         assert values[pl.measure_name('token_f1', threshold)] == 1
         assert values[pl.measure_name('iou_f1', threshold)] == 1
+        assert values[pl.measure_name('highlight_recall', threshold)] == 1
     assert values['spearman'] == pytest.approx(1)
     # The same map made for the wrong class is turned toward the gold label.
     assert pl.sentence_measures(-HUMAN.signed, -1, HUMAN)['spearman'] == pytest.approx(1)
@@ -158,10 +159,12 @@ def test_iou_f1_matches_spans_overlapping_by_more_than_half():
 
 
 def test_extraneous_words_are_highlighted_words_in_no_polar_phrase():
-    # 'a' (neutral, in no phrase) and 'great' highlighted; 'but' below 0.05 of the total.
-    values = pl.sentence_measures(np.array([0.4, 0.5, 0.01, 0.09]), 1, HUMAN)
-    assert values['highlighted_words'] == 3 and values['extraneous_words'] == 1
-    assert values['extraneous_share'] == pytest.approx(1 / 3)
+    # 'a', 'great', 'but' highlighted; 'dull' below 0.05 of the total. 'a' and 'but' are
+    # neutral and in no phrase; of the rationale, 'great' is highlighted, 'dull' not.
+    values = pl.sentence_measures(np.array([0.4, 0.5, -0.06, 0.04]), 1, HUMAN)
+    assert values['highlighted_words'] == 3 and values['extraneous_words'] == 2
+    assert values['extraneous_share'] == pytest.approx(2 / 3)
+    assert values['highlight_recall@0.5'] == 0.5 and values['highlight_recall@1'] == 1
     nothing = pl.sentence_measures(np.zeros(4), 1, HUMAN)
     assert nothing['highlighted_words'] == 0 and math.isnan(nothing['extraneous_share'])
 

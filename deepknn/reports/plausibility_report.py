@@ -33,13 +33,15 @@ DEFINITIONS = (
     'polar only). auprc: average precision of |importance| against the rationale (a '
     'constant or random map scores about the rationale\'s share of words); token_f1 / '
     'iou_f1: ERASER\'s F1 of the top-k words (k = rationale size) by token and by span '
-    '(IOU > 0.5); spearman: rank correlation of the importance turned toward the gold label '
+    '(IOU > 0.5); highlight_recall: share of the rationale\'s words highlighted (below); '
+    'spearman: rank correlation of the importance turned toward the gold label '
     'with the signed human score; highlighted_words: |normalised importance| > 0.05 '
     '(section 5.1); extraneous_words / extraneous_share: of those, the words in no polar '
     'phrase (people rated them neutral). Higher is better except for the extraneous '
     'measures. Each cell: mean [95% bootstrap interval over sentences].')
 # The figure's panels: (measure at the first threshold or plain, axis label).
-FIGURE_MEASURES = ('auprc', 'token_f1', 'iou_f1', 'spearman', 'extraneous_share')
+FIGURE_MEASURES = ('auprc', 'token_f1', 'iou_f1', 'spearman', 'highlight_recall',
+                   'extraneous_share')
 
 
 def headline_columns(thresholds):
