@@ -66,41 +66,67 @@ def gold_signs(examples, positive_id):
     return [1 if label == positive_id else -1 for _, label in examples]
 
 
+@dataclasses.dataclass
+class Aligned:
+    """The sentences of `examples` that have a tree: examples [(tokens, label)], their
+    Rationales (humans), and how many sentences were given and left without a tree."""
+    examples: list
+    humans: list
+    n_sentences: int
+    n_unaligned: int
+
+
+def align_rationales(examples, trees, positive_id):
+    """Aligned: each sentence's tree (sst_trees.align) turned into its Rationale, signed
+    toward its gold label (positive_id: the label id of 'positive')."""
+    alignment = sst_trees.align([tokens for tokens, _ in examples], trees)
+    kept = [i for i, tree in enumerate(alignment.trees) if tree is not None]
+    if not kept:
+        raise UserError('none of the {} sentences has a tree in the trees file: pass the '
+                        "treebank file of the sentences' split".format(len(examples)))
+    signs = gold_signs([examples[i] for i in kept], positive_id)
+    return Aligned([examples[i] for i in kept],
+                   [plausibility.rationale(alignment.trees[i], sign)
+                    for i, sign in zip(kept, signs)], len(examples), alignment.n_unaligned)
+
+
 def run_plausibility(setup, examples, trees, dknn, methods=faithfulness_runs.DEFAULT_METHODS,
                      thresholds=plausibility.DEFAULT_THRESHOLDS, batchsize=256, seed=0,
                      progress=True, positive_label='positive'):
     """Every method's plausibility on `examples` ([(tokens, label)]) against `trees`
     (the split's sst_trees.Tree list). A method needing a missing temperature.json is
     left out with a note. Returns a PlausibilityRun."""
-    positive_id = check_binary(setup, positive_label)
     thresholds = plausibility.check_thresholds(thresholds)
-    alignment = sst_trees.align([tokens for tokens, _ in examples], trees)
-    kept = [i for i, tree in enumerate(alignment.trees) if tree is not None]
-    if not kept:
-        raise UserError('none of the {} sentences has a tree in the trees file: pass the '
-                        "treebank file of the sentences' split".format(len(examples)))
+    aligned = align_rationales(examples, trees, check_binary(setup, positive_label))
     methods, notes = faithfulness_runs.usable_methods(setup, methods)
-    if alignment.n_unaligned:
+    if aligned.n_unaligned:
         notes.append('{} of {} sentences have no tree and are left out'.format(
-            alignment.n_unaligned, len(examples)))
+            aligned.n_unaligned, aligned.n_sentences))
     for note in notes:
         print('note: ' + note, file=sys.stderr)
-    examples = [examples[i] for i in kept]
-    signs = gold_signs(examples, positive_id)
-    humans = [plausibility.rationale(alignment.trees[i], sign) for i, sign in zip(kept, signs)]
-    maps = saliency.interpret_all(setup, methods, examples, dknn, batchsize, progress)
-    lengths = np.array([len(tokens) for tokens, _ in examples], dtype=np.int64)
+    maps = saliency.interpret_all(setup, methods, aligned.examples, dknn, batchsize, progress)
+    values = measure_maps(maps, aligned, thresholds, seed, progress)
+    shares = {t: np.array([h.binary(t).mean() for h in aligned.humans]) for t in thresholds}
+    lengths = np.array([len(tokens) for tokens, _ in aligned.examples], dtype=np.int64)
+    return PlausibilityRun(methods, values, lengths, shares, thresholds, aligned.n_sentences,
+                           aligned.n_unaligned, notes)
+
+
+def measure_maps(maps, aligned, thresholds=plausibility.DEFAULT_THRESHOLDS, seed=0,
+                 progress=True):
+    """{method or 'random': {measure: (S,)}}: every map of `maps` ({method:
+    [Interpretation]} over aligned.examples) and a seeded random one, measured against
+    aligned.humans. A map is turned toward the gold label by +1 when its prediction is
+    the gold label, else -1."""
     importances = {m: [(interpretation.scores, 1 if interpretation.prediction == label else -1)
-                       for interpretation, (_, label) in zip(maps[m], examples)]
-                   for m in methods}
+                       for interpretation, (_, label) in zip(per_sentence, aligned.examples)]
+                   for m, per_sentence in maps.items()}
+    lengths = [len(tokens) for tokens, _ in aligned.examples]
     importances[RANDOM] = [(scores, 1) for scores in
                            plausibility.random_importances(lengths, seed)]
-    values = {name: measure_all(per_sentence, humans, thresholds,
-                                progress and 'plausibility ({})'.format(name))
-              for name, per_sentence in importances.items()}
-    shares = {t: np.array([h.binary(t).mean() for h in humans]) for t in thresholds}
-    return PlausibilityRun(methods, values, lengths, shares, thresholds, len(alignment.trees),
-                           alignment.n_unaligned, notes)
+    return {name: measure_all(per_sentence, aligned.humans, thresholds,
+                              progress and 'plausibility ({})'.format(name))
+            for name, per_sentence in importances.items()}
 
 
 def measure_all(per_sentence, humans, thresholds, progress=None):
