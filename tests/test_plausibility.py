@@ -60,6 +60,15 @@ def test_reader_reads_every_line_and_a_missing_file_is_a_user_error(tmp_path):
         sst_trees.read_trees(str(tmp_path / 'nothing.txt'))
 
 
+def test_the_trees_file_of_a_split_comes_from_the_data_folder(tmp_path):
+    assert sst_trees.default_trees_path('dev', str(tmp_path)) == str(
+        tmp_path / 'sst-trees' / 'dev.txt')
+    with pytest.raises(UserError, match='no data folder to find the SST trees in'):
+        sst_trees.default_trees_path('test')      # conftest clears DKNN_DATA_DIR
+    with pytest.raises(UserError, match="split must be one of train, calib, dev, test"):
+        sst_trees.default_trees_path('valid', str(tmp_path))
+
+
 def test_alignment_ignores_case_and_ptb_escapes_and_counts_the_unaligned():
     trees = [tree('(3 (2 -LRB-) (3 (3 Good) (2 -RRB-)))'), tree(NOT_BAD)]
     sentences = [['(', 'good', ')'], ['the', 'movie', 'is', 'not', 'bad'], ['unknown']]

@@ -73,6 +73,14 @@ def test_the_command_refuses_a_model_that_is_not_binary_sentiment(trained, capsy
                           "['neg', 'pos']")
 
 
+@pytest.mark.parametrize('value', ['0', '0.5,2', 'half'])
+def test_a_threshold_outside_0_1_is_a_usage_error_naming_the_flag(tmp_path, capsys, value):
+    status, err = cli(paper_results.main, ['--results', str(tmp_path), 'plausibility',
+                                           '--thresholds', value], capsys)
+    assert status == 2 and '--thresholds' in err[-1] and 'must be comma-separated numbers' \
+        in err[-1]
+
+
 def write_csv(path, rows):
     with open(path, 'w', newline='') as f:
         writer = csv.DictWriter(f, list(rows[0]))
