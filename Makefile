@@ -15,7 +15,7 @@ $(VENV)/installed: requirements.txt requirements-model.txt pyproject.toml
 	touch $@
 
 .PHONY: venv demo test table1 interpretation-results feng-results paper minilm-results \
-	rajani-minilm rajani-removal rajani-glove rajani-results
+	rajani-minilm rajani-removal rajani-glove rajani-results plausibility-results
 venv: $(VENV)/installed
 
 # Small default: a CNN on SST-2 (5 epochs), its DkNN, and saliency maps of 20 test sentences.
@@ -104,6 +104,24 @@ minilm-results: venv
 	  { $(PY) paper_results.py --overwrite faithfulness --run $$r --limit 200 && \
 	    measured=$$measured,$$r; } || exit 1; done; \
 	[ -z "$$measured" ] || $(PY) paper_results.py --overwrite faithfulness-summary \
+	    --runs $${measured#,}
+
+# Plausibility (issue 34): every method's maps against the SST treebank's human rationales
+# on each SST model there is (all 1,821 test sentences; MiniLM: the first 300, its
+# leave-one-out takes about a second a sentence on 2 CPU cores), then the summary with
+# the figure of plausibility against faithfulness. The calibrated method needs
+# temperature.json, made first where missing.
+PLAUSIBILITY_RUNS := stsa.binary_cnn stsa.binary_bilstm stsa.binary_minilm
+plausibility-results: venv
+	measured=; for r in $(PLAUSIBILITY_RUNS); do \
+	  [ -f results/$$r/args.json ] || continue; \
+	  case $$r in *minilm) limit="--limit 300";; *) limit=;; esac; \
+	  { [ -f results/$$r/temperature.json ] || \
+	    $(PY) scaling.py --model-setup results/$$r/args.json; } && \
+	  $(PY) paper_results.py --overwrite plausibility --run $$r $$limit || exit 1; \
+	  measured=$$measured,$$r; \
+	done; \
+	[ -z "$$measured" ] || $(PY) paper_results.py --overwrite plausibility-summary \
 	    --runs $${measured#,}
 
 # Rajani et al. 2020 on the fine-tuned MiniLM, as the paper ran it: the 1,666 cad-snli pairs,

@@ -10,6 +10,8 @@
     python paper_results.py entropy --runs stsa.binary_cnn,snli_cnn [--limit 300]
     python paper_results.py faithfulness --run stsa.binary_cnn [--split test --limit 200]
     python paper_results.py faithfulness-summary --runs stsa.binary_cnn,stsa.binary_minilm
+    python paper_results.py plausibility --run stsa.binary_cnn [--limit 300 --thresholds 0.5,1]
+    python paper_results.py plausibility-summary --runs stsa.binary_cnn,stsa.binary_bilstm
 
 Each output names the command that produced it; the runs themselves come from
 scripts/train_and_dknn.sh (see docs/reproducing.md).
@@ -27,11 +29,15 @@ from deepknn.feng import input_reduction
 from deepknn.feng import measures
 from deepknn import knn_index
 from deepknn import model_setup
+from deepknn import plausibility as plausibility_lib
+from deepknn import plausibility_runs
 from deepknn import pretrained
+from deepknn import sst_trees
 import nlp_utils
 from deepknn.reports import faithfulness_report
 from deepknn.reports import paper_analyses
 from deepknn.reports import paper_numbers
+from deepknn.reports import plausibility_report
 from deepknn.reports import plots
 from deepknn.reports import table1 as table1_report
 from deepknn.reports import tables
@@ -215,7 +221,7 @@ def faithfulness_summary(args):
 
     Reads each run's faithfulness CSV (the faithfulness command) and writes one row per
     run, classifier and paired difference, with the verdict of its four measures."""
-    rows, models = [], []
+    rows = []
     for run in run_names(args.runs):
         path = os.path.join(args.out, 'faithfulness_{}_{}.csv'.format(run, args.split))
         if not os.path.exists(path):
@@ -232,6 +238,15 @@ def faithfulness_summary(args):
     write_table(os.path.join(args.out, 'faithfulness_summary_{}'.format(args.split)), rows,
                 faithfulness_report.SUMMARY_COLUMNS, header)
     print(markdown_table(rows, faithfulness_report.SUMMARY_COLUMNS))
+
+
+def add_summary_parser(commands, name, function):
+    """The subcommand NAME (e.g. faithfulness-summary) over the runs its measure
+    (faithfulness) was run on."""
+    summary = commands.add_parser(name, help=function.__doc__.split('\n')[0])
+    summary.add_argument('--runs', required=True, help='comma-separated result folder names '
+                         'measured by ' + name.split('-')[0])
+    return summary
 
 
 def add_faithfulness_command(commands):
@@ -252,14 +267,86 @@ def add_faithfulness_command(commands):
     command.add_argument('--curves', action=argparse.BooleanOptionalAction, default=True,
                          help='deletion and insertion curves (a model row per word per '
                               'sentence and ranking); --no-curves measures only the bins')
-    command.add_argument('--seed', type=nlp_utils.seed, default=0,
-                         help='seed of the random baseline and the bootstrap')
-    summary = commands.add_parser('faithfulness-summary',
-                                  help=faithfulness_summary.__doc__.split('\n')[0])
-    summary.add_argument('--runs', required=True,
-                         help='comma-separated result folder names measured by faithfulness')
+    cli.add_seed(command, help='seed of the random baseline and the bootstrap')
+    summary = add_summary_parser(commands, 'faithfulness-summary', faithfulness_summary)
     summary.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
                          help='the split they were measured on')
+
+
+def plausibility(args):
+    """Plausibility of every interpretation method against SST's human word and phrase labels
+
+    ERASER's AUPRC, top-k token and IOU F1 and the rank correlation of each method's map
+    (and a seeded random one) with the treebank's rationales, the extraneous words of
+    section 5.1, bootstrap intervals and paired differences (plausibility_runs.py)."""
+    methods = saliency.parse_methods(args.methods, '--methods')   # before the DkNN build
+    found = {}
+
+    def read_trees(setup, args):    # before the slow DkNN build
+        plausibility_runs.check_binary(setup)
+        found['trees'] = sst_trees.read_trees(args.trees or sst_trees.default_trees_path(
+            'test', setup.config.data_dir))
+    setup, dknn = paper_analyses.load_run(args, check=read_trees)
+    examples = setup.splits.test[:args.limit]
+    run = plausibility_runs.run_plausibility(setup, examples, found['trees'], dknn, methods,
+                                             args.thresholds, args.batchsize, args.seed)
+    stem = os.path.join(args.out, 'plausibility_{}'.format(args.run))
+    title = 'Plausibility against SST human rationales: {}, first {} test sentences'.format(
+        args.run, len(examples))
+    header = '# {}\n\nModel: {} {} ({} epochs), {}. DkNN: k={}, {}. Random seed {}.\n{}\n'.format(
+        title, setup.config.dataset, setup.config.model, setup.config.epoch,
+        model_setup.run_description(setup), args.k, args.backend, args.seed, cli.provenance())
+    nlp_utils.atomic_write_files(plausibility_report.report_writes(
+        run, plausibility_runs.summarize(run, seed=args.seed),
+        plausibility_runs.paired_differences(run, seed=args.seed), stem, header, title))
+    print('wrote {0}.md, {0}.csv and {0}.png'.format(stem))
+
+
+def thresholds(text):
+    """argparse type: comma-separated rationale thresholds in (0, 1]."""
+    try:
+        return plausibility_lib.check_thresholds([float(v) for v in text.split(',') if v.strip()])
+    except (ValueError, UserError) as error:
+        raise argparse.ArgumentTypeError('must be comma-separated numbers in (0, 1], got {!r} '
+                                         '({})'.format(text, error))
+
+
+def plausibility_summary(args):
+    """Conformity against confidence and gradient across runs; plausibility against faithfulness"""
+    summary = plausibility_report.gather_summary(args.out, run_names(args.runs),
+                                                 args.thresholds)
+    header = plausibility_report.summary_header(args.thresholds, summary.weights,
+                                                cli.provenance())
+    stem = os.path.join(args.out, 'plausibility_summary')
+    writes = tables.table_writes(stem, summary.rows, summary.columns, header)
+    if summary.points:
+        writes.append(plots.figure_write(plausibility_report.plausibility_vs_faithfulness(
+            summary.points, args.thresholds[0]), stem + '.png'))
+    nlp_utils.atomic_write_files(writes)
+    print(markdown_table(summary.rows, summary.columns))
+
+
+def add_plausibility_commands(commands):
+    command = commands.add_parser('plausibility', help=plausibility.__doc__.split('\n')[0])
+    command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
+    command.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+                         help='the first N test sentences (default: all)')
+    default_thresholds = ','.join('{:g}'.format(t) for t in plausibility_lib.DEFAULT_THRESHOLDS)
+    command.add_argument('--thresholds', type=thresholds, default=default_thresholds,
+                         help='comma-separated rationale thresholds on the phrase polarity '
+                              '(0.5: every explanatory phrase, 1: very polar ones); the first '
+                              'is the headline')
+    command.add_argument('--trees', default=None,
+                         help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
+    command.add_argument('--methods', default=','.join(faithfulness_runs.DEFAULT_METHODS),
+                         help='comma-separated interpretation methods: ' +
+                              saliency.describe_methods())
+    cli.add_dknn(command)
+    cli.add_batchsize(command, 256, 'rows per model batch')
+    cli.add_seed(command, help='seed of the random baseline and the bootstrap')
+    summary = add_summary_parser(commands, 'plausibility-summary', plausibility_summary)
+    summary.add_argument('--thresholds', type=thresholds, default=default_thresholds,
+                         help='the rationale thresholds tabled; the figure takes the first')
 
 
 OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
@@ -272,7 +359,11 @@ OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'tabl
            'faithfulness': ('faithfulness_{run}_{split}.md', 'faithfulness_{run}_{split}.csv',
                             'faithfulness_{run}_{split}.png'),
            'faithfulness-summary': ('faithfulness_summary_{split}.md',
-                                    'faithfulness_summary_{split}.csv')}
+                                    'faithfulness_summary_{split}.csv'),
+           'plausibility': ('plausibility_{run}.md', 'plausibility_{run}.csv',
+                            'plausibility_{run}.png'),
+           'plausibility-summary': ('plausibility_summary.md', 'plausibility_summary.csv',
+                                    'plausibility_summary.png')}
 
 
 def check_overwrite(args):
@@ -323,6 +414,7 @@ def main(argv=None):
                                       "default), 'per-sign' or 'half-scale' (the authors' code)")
     add_entropy_command(commands)
     add_faithfulness_command(commands)
+    add_plausibility_commands(commands)
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
@@ -332,7 +424,8 @@ def main(argv=None):
     args.produced_by = cli.provenance()
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability,
                         'entropy': entropy, 'faithfulness': faithfulness,
-                        'faithfulness-summary': faithfulness_summary}
+                        'faithfulness-summary': faithfulness_summary,
+                        'plausibility': plausibility, 'plausibility-summary': plausibility_summary}
     commands_by_name.update(analyses)
     commands_by_name[args.command](args)
 

@@ -5,6 +5,8 @@ import shutil
 
 import numpy as np
 
+from deepknn import dknn
+from deepknn import model_setup
 import nlp_utils
 import train_text_classifier
 
@@ -38,6 +40,15 @@ def train_tiny(folder, out, n_labels=2, *extra):
         f.write(lines(20, 1, labels))
     train_text_classifier.main(train_argv(out, (train, test), *extra))
     return train, test
+
+
+def tiny_run_with_dknn(folder):
+    """(results folder, setup, DkNN with k=5) of a tiny run trained into
+    FOLDER/results/run."""
+    results = folder / 'results'
+    train_tiny(folder, results / 'run')
+    setup = model_setup.load_setup(str(results / 'run' / 'args.json'))
+    return results, setup, dknn.dknn_from_setup(setup, 'kdtree', 5, use_cache=False)
 
 
 def cli(main, argv, capsys):

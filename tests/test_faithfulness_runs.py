@@ -9,12 +9,11 @@ import types
 import numpy as np
 import pytest
 
-from cli_helpers import train_tiny
+from cli_helpers import tiny_run_with_dknn
 from deepknn import calibration
 from deepknn import dknn as dknn_lib
 from deepknn import faithfulness
 from deepknn import faithfulness_runs as runs
-from deepknn import model_setup
 from deepknn.leave_one_out import Interpretation
 from deepknn.reports import faithfulness_report
 import nets
@@ -31,11 +30,7 @@ EXAMPLES = [(['the', 'film', 'was', 'good'], 1), (['bad'], 0),
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory):
     """(results folder, setup, dknn) of a tiny trained bag-of-words run named 'run'."""
-    folder = tmp_path_factory.mktemp('faithfulness')
-    results = folder / 'results'
-    train_tiny(folder, results / 'run')
-    setup = model_setup.load_setup(str(results / 'run' / 'args.json'))
-    return results, setup, dknn_lib.dknn_from_setup(setup, 'kdtree', 5, use_cache=False)
+    return tiny_run_with_dknn(tmp_path_factory.mktemp('faithfulness'))
 
 
 def encode(setup, examples):

@@ -179,9 +179,7 @@ def report_writes(run, summaries, differences, stem, header, title):
     nlp_utils.atomic_write_files (renamed into place together)."""
     page = markdown_text(run, summaries, differences, header)
     table = csv_text(csv_rows(run, summaries, differences), CSV_COLUMNS)
-    return [(stem + '.md', lambda f: f.write(page), 'w'),
-            (stem + '.csv', lambda f: f.write(table), 'w'),
-            plots.figure_write(curves_figure(run, title), stem + '.png')]
+    return plots.page_writes(stem, page, table, curves_figure(run, title))
 
 
 # ---------------------------------------------------------------- across runs
@@ -197,15 +195,15 @@ def signed_interval(mean, low, high):
     return '{:+.3f} [{:+.3f}, {:+.3f}]'.format(mean, low, high)
 
 
-def verdict(differences):
+def verdict(differences, higher_is_better=HIGHER_IS_BETTER, better_word='more faithful'):
     """'more faithful on 2, less on 1, inside the spread on 1' for {measure: (mean,
     low, high)} of one method minus another, by whether each interval excludes 0 and
-    on which side (HIGHER_IS_BETTER)."""
-    counts = {'more faithful': 0, 'less': 0, 'inside the spread': 0}
+    on which side (higher_is_better: measure -> whether a higher value is better)."""
+    counts = {better_word: 0, 'less': 0, 'inside the spread': 0}
     for measure, (_, low, high) in differences.items():
         if low > 0 or high < 0:
-            better = (low > 0) == HIGHER_IS_BETTER[measure]
-            counts['more faithful' if better else 'less'] += 1
+            better = (low > 0) == higher_is_better[measure]
+            counts[better_word if better else 'less'] += 1
         else:
             counts['inside the spread'] += 1
     return ', '.join('{} on {}'.format(name, n) for name, n in counts.items() if n)

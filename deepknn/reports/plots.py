@@ -23,6 +23,14 @@ def figure_write(figure, path, dpi=120):
     return path, write, 'wb'
 
 
+def page_writes(stem, page, table, figure):
+    """[(path, write, mode)] of STEM.md (the text `page`), STEM.csv (the text `table`) and
+    STEM.png (`figure`), for nlp_utils.atomic_write_files (renamed into place together)."""
+    return [(stem + '.md', lambda f: f.write(page), 'w'),
+            (stem + '.csv', lambda f: f.write(table), 'w'),
+            figure_write(figure, stem + '.png')]
+
+
 def save_figure(figure, path, dpi=120):
     """Save `figure` as a PNG at `path` atomically, then close it."""
     try:

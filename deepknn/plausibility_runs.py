@@ -1,0 +1,158 @@
+"""Plausibility of every interpretation method on a trained SST model: plausibility.py's
+measures of each method's maps (saliency.interpret_all) against the treebank's human
+rationales, with bootstrap intervals and paired differences (faithfulness_stats).
+
+For a loaded setup, its token-level examples and their trees (sst_trees.align),
+`run_plausibility` computes every method's maps, adds the seeded random baseline
+(plausibility.random_importances), and measures each map against its sentence's
+Rationale. Sentences without a tree are left out and counted. A method's importances
+support its own prediction; toward the gold label they are turned by +1 when the
+prediction is the gold label and by -1 when not (the SST-2 task is binary).
+"""
+import dataclasses
+import sys
+
+import numpy as np
+import tqdm
+
+from deepknn import faithfulness_runs
+from deepknn import faithfulness_stats
+from deepknn import plausibility
+from deepknn import saliency
+from deepknn import sst_trees
+from nlp_utils import UserError
+
+RANDOM = 'random'
+
+
+@dataclasses.dataclass
+class PlausibilityRun:
+    """methods: the interpretation methods measured (without the random baseline);
+    values {method or 'random': {measure: (S,)}} over the S aligned sentences; lengths
+    (S,) words; rationale_share {threshold: (S,)} share of words in the rationale;
+    thresholds; n_sentences asked for, n_unaligned of them without a tree; notes."""
+    methods: tuple
+    values: dict
+    lengths: np.ndarray
+    rationale_share: dict
+    thresholds: tuple
+    n_sentences: int
+    n_unaligned: int
+    notes: list
+
+
+@dataclasses.dataclass
+class Summary:
+    """A bootstrap interval of the mean of a measure over sentences; `baseline` is set
+    for the paired difference measure(method) - measure(baseline)."""
+    method: str
+    measure: str
+    interval: faithfulness_stats.Interval
+    baseline: str = None
+
+
+def check_binary(setup, positive_label='positive'):
+    """The human scores are signed toward a binary gold label: a two-class, single-
+    sentence model whose labels include positive_label."""
+    names = list(setup.label_names)
+    if setup.config.n_class != 2 or setup.model.pair or positive_label not in names:
+        raise UserError('plausibility needs a binary sentiment model of SST-2 (labels '
+                        'negative/positive, single sentences); {} has labels {}'.format(
+                            setup.result_dir, names))
+    return names.index(positive_label)
+
+
+def gold_signs(examples, positive_id):
+    return [1 if label == positive_id else -1 for _, label in examples]
+
+
+@dataclasses.dataclass
+class Aligned:
+    """The sentences of `examples` that have a tree: examples [(tokens, label)], their
+    Rationales (humans), and how many sentences were given and left without a tree."""
+    examples: list
+    humans: list
+    n_sentences: int
+    n_unaligned: int
+
+
+def align_rationales(examples, trees, positive_id):
+    """Aligned: each sentence's tree (sst_trees.align) turned into its Rationale, signed
+    toward its gold label (positive_id: the label id of 'positive')."""
+    alignment = sst_trees.align([tokens for tokens, _ in examples], trees)
+    kept = [i for i, tree in enumerate(alignment.trees) if tree is not None]
+    if not kept:
+        raise UserError('none of the {} sentences has a tree in the trees file: pass the '
+                        "treebank file of the sentences' split".format(len(examples)))
+    signs = gold_signs([examples[i] for i in kept], positive_id)
+    return Aligned([examples[i] for i in kept],
+                   [plausibility.rationale(alignment.trees[i], sign)
+                    for i, sign in zip(kept, signs)], len(examples), alignment.n_unaligned)
+
+
+def run_plausibility(setup, examples, trees, dknn, methods=faithfulness_runs.DEFAULT_METHODS,
+                     thresholds=plausibility.DEFAULT_THRESHOLDS, batchsize=256, seed=0,
+                     progress=True, positive_label='positive'):
+    """Every method's plausibility on `examples` ([(tokens, label)]) against `trees`
+    (the split's sst_trees.Tree list). A method needing a missing temperature.json is
+    left out with a note. Returns a PlausibilityRun."""
+    thresholds = plausibility.check_thresholds(thresholds)
+    aligned = align_rationales(examples, trees, check_binary(setup, positive_label))
+    methods, notes = faithfulness_runs.usable_methods(setup, methods)
+    if aligned.n_unaligned:
+        notes.append('{} of {} sentences have no tree and are left out'.format(
+            aligned.n_unaligned, aligned.n_sentences))
+    for note in notes:
+        print('note: ' + note, file=sys.stderr)
+    maps = saliency.interpret_all(setup, methods, aligned.examples, dknn, batchsize, progress)
+    values = measure_maps(maps, aligned, thresholds, seed, progress)
+    shares = {t: np.array([h.binary(t).mean() for h in aligned.humans]) for t in thresholds}
+    lengths = np.array([len(tokens) for tokens, _ in aligned.examples], dtype=np.int64)
+    return PlausibilityRun(methods, values, lengths, shares, thresholds, aligned.n_sentences,
+                           aligned.n_unaligned, notes)
+
+
+def measure_maps(maps, aligned, thresholds=plausibility.DEFAULT_THRESHOLDS, seed=0,
+                 progress=True):
+    """{method or 'random': {measure: (S,)}}: every map of `maps` ({method:
+    [Interpretation]} over aligned.examples) and a seeded random one, measured against
+    aligned.humans. A map is turned toward the gold label by +1 when its prediction is
+    the gold label, else -1."""
+    importances = {m: [(interpretation.scores, 1 if interpretation.prediction == label else -1)
+                       for interpretation, (_, label) in zip(per_sentence, aligned.examples)]
+                   for m, per_sentence in maps.items()}
+    lengths = [len(tokens) for tokens, _ in aligned.examples]
+    importances[RANDOM] = [(scores, 1) for scores in
+                           plausibility.random_importances(lengths, seed)]
+    return {name: measure_all(per_sentence, aligned.humans, thresholds,
+                              progress and 'plausibility ({})'.format(name))
+            for name, per_sentence in importances.items()}
+
+
+def measure_all(per_sentence, humans, thresholds, progress=None):
+    """{measure: (S,)} of one method: per_sentence [(importance (n,), toward_gold)]."""
+    rows = [plausibility.sentence_measures(scores, sign, human, thresholds)
+            for (scores, sign), human in tqdm.tqdm(list(zip(per_sentence, humans)),
+                                                   desc=progress or None, disable=not progress)]
+    return {name: np.array([row[name] for row in rows]) for name in rows[0]}
+
+
+# ---------------------------------------------------------------- summaries
+def summarize(run, n_resamples=1000, confidence=0.95, seed=0):
+    """[Summary]: every method (and the random baseline) x measure, bootstrap over the
+    sentences where the measure has a value."""
+    return [Summary(method, measure, faithfulness_stats.bootstrap_ci(
+        values, n_resamples, confidence, seed))
+        for method, measures in run.values.items() for measure, values in measures.items()]
+
+
+def paired_differences(run, pairs=faithfulness_runs.DIFFERENCE_PAIRS, n_resamples=1000,
+                       confidence=0.95, seed=0):
+    """[Summary] of measure(method) - measure(baseline) on the same sentences, for each
+    pair of faithfulness_runs.DIFFERENCE_PAIRS (conformity - confidence, conformity -
+    gradient) whose methods both ran, and each measure."""
+    return [Summary(method, measure, faithfulness_stats.paired_bootstrap_ci(
+        run.values[method][measure], run.values[baseline][measure], n_resamples, confidence,
+        seed), baseline)
+        for method, baseline in pairs if method in run.methods and baseline in run.methods
+        for measure in run.values[method]]
