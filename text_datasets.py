@@ -346,7 +346,23 @@ def read_new_inputs(path, name, pair, char_based=False, train_file=None):
     if not os.path.isfile(path):
         raise UserError('--input {} is not a file; pass a text file with one sentence per '
                         'line'.format(path))
+    return text_readers.read_new_inputs(path, pair, char_based,
+                                        raw_style=new_text_raw_style(name, train_file))
+
+
+def new_text_raw_style(name, train_file=None):
+    """Whether a user's new text for a model of dataset `name` is split like raw data
+    (True) or Penn Treebank-like (False, the already tokenized datasets)."""
     trained_on = text_readers.file_format(train_file) if name == 'custom' else \
         _spec_of(name)['format']
-    return text_readers.read_new_inputs(path, pair, char_based,
-                                        raw_style=trained_on != 'labeled_lines')
+    return trained_on != 'labeled_lines'
+
+
+def tokenize_new_input(parts, name, char_based=False, train_file=None):
+    """One typed input, tokenized as read_new_inputs tokenizes a line: `parts` is the
+    sentence, or a (premise, hypothesis) pair -> tokens, or a pair of token lists."""
+    raw_style = new_text_raw_style(name, train_file)
+    if isinstance(parts, tuple):
+        return tuple(text_readers.tokenize_new_text(part.strip(), char_based, raw_style)
+                     for part in parts)
+    return text_readers.tokenize_new_text(parts.strip(), char_based, raw_style)

@@ -25,7 +25,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 # The Chainer example's building blocks: kept at the root, but library modules (layers
 # 0-1). Every other .py file at the root is a command line (a root script, layer 5).
 BUILDING_BLOCKS = ('nets', 'text_datasets', 'nlp_utils')
-MAX_ROOT_FILES = 12
+MAX_ROOT_FILES = 13
 # "A module that passes about 400 lines ... is split along the job boundary."
 MAX_MODULE_LINES = 420
 
@@ -43,6 +43,7 @@ LAYERS = {
     'deepknn.rajani': '0',
     'deepknn.feng': '0',
     'deepknn.reports': '0',
+    'deepknn.explorer': '0',
     # 1 building blocks
     'nets': '1',
     'text_datasets': '1',
@@ -73,8 +74,9 @@ LAYERS = {
     'deepknn.rajani.knn_influence': '3c',
     'deepknn.feng.entropy_regularization': '3d',
     'deepknn.feng.measures': '3d',
-    # 4 reports
+    # 4 reports; the explorer (4e) sits above them: it renders through the reports
     'deepknn.reports.*': '4',
+    'deepknn.explorer.*': '4e',
     # the command lines' shared flags: imported by layer 5 only, imports layers 0-1 only
     'deepknn.cli': 'cli',
 }
@@ -450,8 +452,8 @@ def test_a_clean_fake_graph_passes():
     # (d) a new library module nobody placed
     (fake_graph(extra_modules={'deepknn.new_method': 'deepknn/new_method.py'}),
      ['(d) deepknn/new_method.py (deepknn.new_method) has no layer']),
-    # (e) too many files at the root (nlp_utils, nets, run_dknn, train and nine tools)
-    (fake_graph(root_files=9), ['(e) 13 .py files at the root, at most 12']),
+    # (e) too many files at the root (nlp_utils, nets, run_dknn, train and ten tools)
+    (fake_graph(root_files=10), ['(e) 14 .py files at the root, at most 13']),
 ], ids=['a-library-imports-script', 'a-report-imports-script', 'b-up-a-layer',
         'b-up-a-sub-layer', 'b-ground-imports-up', 'b-building-block-imports-script',
         'b-cli-imported-by-report', 'b-cli-imports-loader', 'c-cycle', 'c-self-import',
@@ -463,8 +465,8 @@ def test_each_kind_of_violation_is_reported(graph, expected):
         assert fragment in problems[0], (fragment, problems[0])
 
 
-def test_twelve_root_files_are_allowed():
-    assert layout_violations(fake_graph(root_files=8), FAKE_TABLE) == []
+def test_thirteen_root_files_are_allowed():
+    assert layout_violations(fake_graph(root_files=9), FAKE_TABLE) == []
 
 
 # ---------------------------------------------------------------- the installed package
