@@ -14,7 +14,7 @@ function el(tag, attrs, ...children) {
     else if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? '' : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.appendChild(typeof child === 'string' || typeof child === 'number'
       ? document.createTextNode(String(child)) : child);
