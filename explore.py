@@ -47,7 +47,9 @@ def parse_args(argv=None):
                         help='write a static explorer folder of --limit examples of --split '
                              'instead of serving')
     parser.add_argument('--split', choices=explorer.SPLITS, default='test',
-                        help='split of the export (default test)')
+                        help='split of the export, or the one the dataset view evaluates '
+                             'before serving (others are evaluated when first opened; '
+                             'default test)')
     parser.add_argument('--limit', type=nlp_utils.positive_int, default=50,
                         help='examples in the export (default 50)')
     cli.add_overwrite(parser)
@@ -95,6 +97,7 @@ def main(argv=None):
         print('wrote {} (open it in a browser; no server needed)'.format(
             export.write_export(args.export, data)))
         return
+    session.table(args.split)   # the dataset view's first page, ready before the address
     serve(session, args)
 
 

@@ -179,7 +179,7 @@ def test_screenshots_of_a_real_run():
     folder = os.environ['EXPLORER_SCREENSHOTS']
     os.makedirs(folder, exist_ok=True)
     session = explorer.ExplorerSession.open(os.environ['EXPLORER_RUN'], explorer.Settings())
-    driver = chromium(1200, 900)
+    driver = chromium(1200, 1500)
     try:
         with Server(session) as base:
             seen = views(driver, base, 'A gripping, beautifully acted film , if a bit too long .',
