@@ -15,9 +15,9 @@ from deepknn.feng import input_reduction
 import explore
 import predict
 import run_knn_representations
-import train_text_classifier
+from test_transformer import write_tiny_checkpoint
 from nlp_utils import UserError
-from test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
+from test_end_to_end import data_files, train, train_snli_bilstm  # noqa: F401 (a fixture)
 
 K = 5
 METHODS = ('conformity', 'confidence', 'gradient', 'credibility')
@@ -253,26 +253,7 @@ def test_export_is_a_self_contained_folder_replaced_only_when_asked(run, tmp_pat
 
 
 def test_a_pair_bilstm_takes_premise_and_hypothesis(tmp_path):
-    rng = np.random.RandomState(0)
-    labels = ['entailment', 'neutral', 'contradiction']
-
-    def pairs(n):
-        rows = []
-        for _ in range(n):
-            label = rng.randint(3)
-            rows.append(json.dumps({'sentence1': 'a man sits outside today .',
-                                    'sentence2': 'a man {} outside'.format(
-                                        ['sits', 'waits', 'sleeps'][label]),
-                                    'gold_label': labels[label]}))
-        return '\n'.join(rows) + '\n'
-    (tmp_path / 'train.jsonl').write_text(pairs(150))
-    (tmp_path / 'test.jsonl').write_text(pairs(30))
-    out = tmp_path / 'snli_bilstm'
-    train_text_classifier.main([
-        '--dataset', 'snli', '--train-file', str(tmp_path / 'train.jsonl'),
-        '--test-file', str(tmp_path / 'test.jsonl'), '--model', 'bilstm', '--layer', '1',
-        '--unit', '8', '--embed-dim', '6', '--epoch', '4', '--n-calib', '30', '--min-freq', '1',
-        '--out', str(out)])
+    out = train_snli_bilstm(tmp_path)
     session = explorer.ExplorerSession.open(str(out / 'args.json'), explorer.Settings(k=K))
     client = TestClient(explorer_app.make_app(session))
     assert client.get('/api/info').json()['pair'] is True
@@ -288,3 +269,22 @@ def test_a_pair_bilstm_takes_premise_and_hypothesis(tmp_path):
     assert client.post('/api/predict', json={'hypothesis': 'a man'}).json()['error'] \
         .startswith('premise is missing')
     assert client.get('/api/dataset', params={'split': 'test'}).json()['n_total'] == 30
+
+
+def test_a_pretrained_transformer_run_is_explored_like_a_cnn(tmp_path, data_files):  # noqa: F811
+    checkpoint = write_tiny_checkpoint(tmp_path / 'bert')
+    out = tmp_path / 'custom_transformer'
+    train(out, data_files, '--model', 'transformer', '--pretrained', str(checkpoint),
+          '--epoch', '1', '--max-length', '32')
+    session = explorer.ExplorerSession.open(str(out / 'args.json'), explorer.Settings(k=K))
+    client = TestClient(explorer_app.make_app(session))
+    answer = client.post('/api/predict', json={'text': 'the movie was good',
+                                               'all_layers': True}).json()
+    ids = session.setup.encode([(['the', 'movie', 'was', 'good'], None)])[0][0]
+    logits = session.setup.model.layer_activations([ids])[-1]
+    assert [v['value'] for v in answer['softmax']['probabilities']] == pytest.approx(
+        calibration.softmax(logits)[0].tolist(), abs=1e-6)
+    assert len(answer['neighbors']) == len(session.setup.model.layer_activations([ids]))
+    assert [m['method'] for m in answer['maps']] == list(METHODS)
+    steps = client.post('/api/reduce', json={'text': 'the movie was good'}).json()['steps']
+    assert steps[0]['kept'] == [0, 1, 2, 3] and len(steps[-1]['kept']) >= 1
