@@ -181,6 +181,7 @@ def test_a_bad_body_and_a_huge_one_are_refused(client):
     assert response.status_code == 400 and 'not JSON' in response.json()['error']
     response = client.post('/api/predict', content=b'x' * (explorer_app.MAX_BODY_BYTES + 1))
     assert response.status_code == 413
+    assert response.json() == {'error': 'request body over 65536 bytes; send a shorter text'}
 
 
 def test_the_page_forbids_scripts_from_elsewhere(client):

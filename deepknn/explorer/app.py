@@ -45,10 +45,17 @@ def error(status, message):
     return JSONResponse({'error': message}, status_code=status)
 
 
-def read_json_body(request_body):
-    """The request's JSON object, or UserError."""
+async def read_json_body(request):
+    """The request's JSON object; HTTPException 413 past MAX_BODY_BYTES (read no
+    further), UserError when it is not a JSON object."""
+    raw = b''
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise HTTPException(413, 'request body over {} bytes; send a shorter text'.format(
+                MAX_BODY_BYTES))
     try:
-        body = json.loads(request_body.decode('utf-8'))
+        body = json.loads(raw.decode('utf-8'))
     except (UnicodeDecodeError, json.JSONDecodeError) as problem:
         raise UserError('request body is not JSON ({}); send a JSON object'.format(
             str(problem).splitlines()[0]), 'request')
@@ -76,11 +83,11 @@ def make_app(session, allowed_hosts=None):
         return JSONResponse(session.info())
 
     async def predict(request):
-        body = read_json_body(await request.body())
+        body = await read_json_body(request)
         return await run_locked(lambda: session.predict(body, flag(body, 'all_layers')))
 
     async def reduce(request):
-        body = read_json_body(await request.body())
+        body = await read_json_body(request)
         importance = body.get('importance', 'gradient')
         return await run_locked(lambda: session.reduce(body, importance))
 
@@ -99,7 +106,7 @@ def make_app(session, allowed_hosts=None):
               Mount('/static', StaticFiles(directory=STATIC), name='static')]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] \
         if allowed_hosts else []
-    return Starlette(routes=routes, middleware=middleware, max_body_size=MAX_BODY_BYTES,
+    return Starlette(routes=routes, middleware=middleware,
                      exception_handlers={UserError: user_error, HTTPException: http_error,
                                          Exception: unexpected_error})
 
