@@ -11,6 +11,7 @@ prints a warning, since anyone who reaches the port can use the model. The secon
 writes a self-contained folder (HTML, JS, JSON) of --limit examples of --split that
 opens from disk, and exits.
 """
+import socket
 import sys
 
 from deepknn import cli
@@ -73,6 +74,16 @@ def open_session(args):
     return session
 
 
+def check_port(host, port):
+    """UserError when (host, port) cannot be bound, before the address is printed."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as error:
+        raise UserError('--port {} on {} cannot be used ({}); pass another --port'.format(
+            port, host, error.strerror or error))
+
+
 def serve(session, args):
     import uvicorn
     if args.host not in LOCAL_HOSTS:
@@ -89,7 +100,10 @@ def serve(session, args):
 def main(argv=None):
     args = parse_args(argv)
     check_host(args)
+    if not args.export:
+        check_port(args.host, args.port)
     if args.export:
+        cli.check_new_outputs([args.export], args.overwrite, '--export')
         export.check_export_folder(args.export, args.overwrite)
     session = open_session(args)
     if args.export:

@@ -229,6 +229,14 @@ def test_remote_binding_needs_a_flag(run):
         explore.main(['--model-setup', run, '--host', '0.0.0.0'])
 
 
+def test_a_port_in_use_is_refused_before_loading(run):
+    import socket
+    with socket.create_server(('127.0.0.1', 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(UserError, match='--port {} on 127.0.0.1 cannot be used'.format(port)):
+            explore.main(['--model-setup', run, '--port', str(port)])
+
+
 def test_export_is_a_self_contained_folder_replaced_only_when_asked(run, tmp_path):
     out = str(tmp_path / 'export')
     flags = ['--model-setup', run, '--k', str(K), '--export', out, '--split', 'test',
@@ -242,7 +250,7 @@ def test_export_is_a_self_contained_folder_replaced_only_when_asked(run, tmp_pat
     assert data['info']['produced_by'].startswith('Produced by:')
     with open(os.path.join(out, 'static', 'data.js')) as f:
         assert json.loads(f.read()[len('window.EXPLORER_DATA = '):-2]) == data
-    with pytest.raises(UserError, match='exists; it is replaced only with overwrite'):
+    with pytest.raises(UserError, match='export exists; pass --overwrite'):
         explore.main(flags)
     explore.main(flags + ['--overwrite'])
     mine = tmp_path / 'mine'

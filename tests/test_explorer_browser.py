@@ -96,6 +96,7 @@ def views(driver, base, sentence, folder=None):
     seen['credibility'] = driver.find_element(By.ID, 'credibility').text
     seen['maps'] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, 'tr.map td.method')]
     seen['coloured'] = len(driver.find_elements(By.CSS_SELECTOR, 'tr.map span.w'))
+    seen['injected'] = len(driver.find_elements(By.CSS_SELECTOR, '#maps b, #prediction bdi b'))
     seen['neighbors'] = [e.text for e in driver.find_elements(
         By.CSS_SELECTOR, '#neighbors a.example-link')]
     if folder:
@@ -160,6 +161,7 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert float(seen['credibility']) == pytest.approx(expected['dknn']['credibility'], abs=5e-4)
     assert seen['maps'] == ['conformity', 'confidence', 'gradient', 'credibility']
     assert seen['coloured'] == 4 * 12       # the markup stays text: '<', 'b', '>' are words
+    assert seen['injected'] == 0
     assert len(seen['neighbors']) == K
     assert seen['followed'].startswith('Example ') and 'of train' in seen['followed']
     assert seen['first_page'] == '60 of 60 examples match; page 1 of 3'

@@ -11,6 +11,7 @@ examples (Rajani et al.'s retrieval counts, k=16) and the candidate mislabeled o
 the examples that retrieved it.
 """
 import dataclasses
+import functools
 
 import numpy as np
 import tqdm
@@ -130,10 +131,15 @@ class SplitTable:
         if column == 'credibility' and self.credibility is not None:
             return self.credibility
         if column == 'text':
-            return np.unique(self.texts, return_inverse=True)[1].astype(np.int64)
+            return self.text_rank
         return {'index': np.arange(len(self.gold)), 'gold': self.gold,
                 'softmax_probability': self.softmax_probability,
                 'credibility': self.softmax_probability}[column]
+
+    @functools.cached_property
+    def text_rank(self):
+        """(N,) each text's rank in alphabetical order (ties share one), computed once."""
+        return np.unique(self.texts, return_inverse=True)[1].astype(np.int64)
 
     def page(self, query):
         """One page of rows: {'split', 'n_total', 'n_matching', 'page', 'n_pages', 'rows'}."""

@@ -92,7 +92,7 @@ function pageOf(rows, params, split) {
 let INFO = null;
 
 function route() {
-  const [path, query] = (location.hash.slice(1) || '/input').split('?');
+  const [path, query] = (location.hash.slice(1) || (STATIC ? '/dataset' : '/input')).split('?');
   const params = Object.fromEntries(new URLSearchParams(query || ''));
   const parts = path.split('/').filter(Boolean);
   document.querySelectorAll('nav a').forEach((a) =>
@@ -103,7 +103,8 @@ function route() {
   return inputView(params.text !== undefined || params.hypothesis !== undefined ? params : null);
 }
 
-const go = (hash) => { location.hash = hash; };
+// Going to the current address again (the same sentence twice) redraws it.
+const go = (hash) => { if (location.hash === hash) route(); else location.hash = hash; };
 const exampleLink = (split, index, ...children) =>
   el('a', {href: '#/example/' + encodeURIComponent(split) + '/' + index,
            class: 'example-link'}, ...children);
@@ -341,7 +342,7 @@ async function start() {
   try { INFO = await api.info(); } catch (problem) { return showError(problem.message); }
   document.getElementById('run').replaceChildren(bdi(INFO.model), ' · ',
     INFO.has_dknn ? 'DkNN k=' + INFO.k + ' (' + INFO.backend + ')' : 'no DkNN (no calibration split)',
-    STATIC ? ' · static export' : '');
+    STATIC ? ' · static export. ' + (INFO.produced_by || '') : '');
   if (STATIC) document.querySelector('nav a[data-view="training"]').remove();
   window.addEventListener('hashchange', route);
   route();
