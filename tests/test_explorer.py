@@ -123,17 +123,19 @@ def test_dataset_pages_filter_sort_and_partition_the_split(session, client):
     assert all(row['gold'] == 'pos' for row in answer['rows'])
 
 
+@pytest.mark.parametrize('split', ['test', 'train'])
 def test_training_view_counts_what_run_knn_representations_retrieved_counts(run, client,
-                                                                            tmp_path):
+                                                                            tmp_path, split):
     out = str(tmp_path / 'retrieved')
-    run_knn_representations.main(['retrieved', '--model-setup', run, '--split', 'test',
+    run_knn_representations.main(['retrieved', '--model-setup', run, '--split', split,
                                   '--k', '16', '--top', '25', '--out', out])
     expected = read_csv(out + '.csv')
-    view = client.get('/api/training', params={'split': 'test'}).json()
+    view = client.get('/api/training', params={'split': split}).json()
     assert [(item['index'], item['times_retrieved']) for item in view['most_retrieved']] == \
         [(int(r['train_index']), int(r['times_retrieved'])) for r in expected]
     first = view['most_retrieved'][0]
-    assert 0 < len(first['retrieved_by']) <= 5 and first['retrieved_by'][0]['split'] == 'test'
+    assert 0 < len(first['retrieved_by']) <= 5 and first['retrieved_by'][0]['split'] == split
+    assert all(r['index'] != first['index'] for r in first['retrieved_by'] if split == 'train')
     assert view['knn_rule'] is not None and view['cleanlab']['n_candidates'] >= 0
 
 

@@ -50,7 +50,7 @@ class Settings:
     data_dir: Optional[str] = None
 
 
-def supported_methods(setup, has_dknn, has_temperature):
+def supported_methods(has_dknn, has_temperature):
     """Every registered interpretation method this run can compute, in registry order."""
     return tuple(name for name, cls in saliency.REGISTRY.items()
                  if (has_dknn or not cls.needs_dknn)
@@ -66,7 +66,7 @@ class ExplorerSession:
         self.dknn = dknn
         self.temperature = temperature
         self.settings = settings
-        self.methods = supported_methods(setup, dknn is not None, temperature is not None)
+        self.methods = supported_methods(dknn is not None, temperature is not None)
         self.lock = threading.Lock()
         self.examples = {}          # name -> token-level examples shown in the dataset view
         self.tables = {}            # name -> its SplitTable, evaluated on first request

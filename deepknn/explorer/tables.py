@@ -172,10 +172,15 @@ def training_view(setup, shown, dev, flipped=()):
     """The training-set view: {'split', 'k', 'most_retrieved', 'knn_rule', 'cleanlab',
     'n_flipped'}. `shown`: the SplitTable whose retrievals are counted (Rajani et al.'s
     `retrieved`: every example's k=16 nearest training examples in the last hidden
-    layer, normalised); `dev`: the SplitTable of the dev split for the kNN rule, or
+    layer, normalised, each training example's own row left out when `shown` is the
+    training split); `dev`: the SplitTable of the dev split for the kNN rule, or
     None; `flipped`: training indices whose labels --label-noise flipped."""
     classifier = knn.classifier_from_setup(setup, KNN_LAYER)
-    neighbors = classifier.neighbors(shown.hidden, min(RETRIEVAL_K, classifier.n_train))
+    # Over the training split itself each example's own row is left out, as in
+    # knn_influence.training_set_counts.
+    itself = shown.name == 'train'
+    neighbors = classifier.neighbors(shown.hidden, min(RETRIEVAL_K, classifier.n_train - itself),
+                                     leave_self_out=itself)
     counts = knn_influence.retrieval_counts(neighbors.indices, classifier.n_train)
     retrievers = inverted(neighbors.indices)
     view = {'split': shown.name, 'k': int(neighbors.indices.shape[1]),
