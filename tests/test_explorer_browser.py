@@ -99,8 +99,15 @@ def views(driver, base, sentence, folder=None):
     seen['injected'] = len(driver.find_elements(By.CSS_SELECTOR, '#maps b, #prediction bdi b'))
     seen['neighbors'] = [e.text for e in driver.find_elements(
         By.CSS_SELECTOR, '#neighbors a.example-link')]
+    driver.find_element(By.ID, 'reduce').click()
+    seen['reduction_steps'] = len(wait_for(driver, 'table.reduction').find_elements(
+        By.CSS_SELECTOR, 'tr')) - 1
     if folder:
         driver.save_screenshot(os.path.join(folder, 'explorer_input.png'))
+    driver.find_element(By.ID, 'all-layers').click()
+    WebDriverWait(driver, 60).until(lambda d: len(d.find_elements(By.CSS_SELECTOR,
+                                                                  '#neighbors h3')) > 1)
+    seen['layers'] = len(driver.find_elements(By.CSS_SELECTOR, '#neighbors h3'))
     driver.find_element(By.CSS_SELECTOR, '#neighbors a.example-link').click()
     wait_for(driver, '#maps')
     seen['followed'] = driver.find_element(By.CSS_SELECTOR, '#prediction p').text
@@ -163,6 +170,9 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert seen['coloured'] == 4 * 12       # the markup stays text: '<', 'b', '>' are words
     assert seen['injected'] == 0
     assert len(seen['neighbors']) == K
+    assert seen['layers'] == 4              # the CNN's DkNN layers
+    expected_steps = len(session.reduce({'text': SENTENCE})['steps'])
+    assert seen['reduction_steps'] == expected_steps > 1
     assert seen['followed'].startswith('Example ') and 'of train' in seen['followed']
     assert seen['first_page'] == '60 of 60 examples match; page 1 of 3'
     assert seen['second_page'] == '60 of 60 examples match; page 2 of 3'
@@ -181,7 +191,7 @@ def test_screenshots_of_a_real_run():
     folder = os.environ['EXPLORER_SCREENSHOTS']
     os.makedirs(folder, exist_ok=True)
     session = explorer.ExplorerSession.open(os.environ['EXPLORER_RUN'], explorer.Settings())
-    driver = chromium(1200, 1500)
+    driver = chromium(1200, 2000)
     try:
         with Server(session) as base:
             seen = views(driver, base, 'A gripping, beautifully acted film , if a bit too long .',
