@@ -172,7 +172,7 @@ function predictionPanel(answer) {
     source ? el('p', {}, 'Example ', String(source.index), ' of ', bdi(source.split),
                 ', gold: ', el('b', {}, bdi(input.gold))) : null,
     input.premise ? el('p', {class: 'premise'}, 'Premise: ', bdi(input.premise.join(' '))) : null,
-    el('p', {}, 'Input: ', bdi(input.words.join(' '))),
+    el('p', {}, input.premise ? 'Hypothesis: ' : 'Input: ', bdi(input.words.join(' '))),
     input.unknown.length ? el('p', {class: 'unknown', id: 'unknown-words'},
       'Not in the vocabulary (shown in angle brackets): ', bdi(input.unknown.join(' '))) : null,
     el('table', {class: 'predictions'}, rows));
