@@ -299,3 +299,28 @@ def test_a_pretrained_transformer_run_is_explored_like_a_cnn(tmp_path, data_file
     assert [m['method'] for m in answer['maps']] == list(METHODS)
     steps = client.post('/api/reduce', json={'text': 'the movie was good'}).json()['steps']
     assert steps[0]['kept'] == [0, 1, 2, 3] and len(steps[-1]['kept']) >= 1
+
+
+def test_a_run_without_calibration_split_is_explored_softmax_only(run, monkeypatch):
+    from deepknn import model_setup
+    real = model_setup.load_setup
+
+    def without_calibration(*args, **kwargs):
+        setup = real(*args, **kwargs)
+        setup.splits.calib = []
+        return setup
+    monkeypatch.setattr(model_setup, 'load_setup', without_calibration)
+    session = explorer.ExplorerSession.open(run, explorer.Settings(k=K))
+    client = TestClient(explorer_app.make_app(session))
+    info = client.get('/api/info').json()
+    assert info['has_dknn'] is False and info['methods'] == ['confidence', 'gradient']
+    answer = client.post('/api/predict', json={'text': 'the movie was good'}).json()
+    assert answer['dknn'] is None and answer['neighbors'] == []
+    assert [m['method'] for m in answer['maps']] == ['confidence', 'gradient']
+    rows = client.get('/api/dataset', params={'split': 'test', 'wrong': 'dknn',
+                                              'per_page': 200}).json()['rows']
+    assert rows and all(r['credibility'] is None and r['softmax_prediction'] != r['gold']
+                        for r in rows)
+    error = client.post('/api/reduce', json={'text': 'good', 'importance': 'conformity'})
+    assert error.json()['error'] == ("importance must be one of gradient, confidence, got "
+                                     "'conformity'")
