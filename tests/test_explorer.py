@@ -17,6 +17,7 @@ import predict
 import run_knn_representations
 from test_transformer import write_tiny_checkpoint
 from nlp_utils import UserError
+from test_predict import drop_calibration_split
 from test_end_to_end import data_files, train, train_snli_bilstm  # noqa: F401 (a fixture)
 
 K = 5
@@ -302,14 +303,7 @@ def test_a_pretrained_transformer_run_is_explored_like_a_cnn(tmp_path, data_file
 
 
 def test_a_run_without_calibration_split_is_explored_softmax_only(run, monkeypatch):
-    from deepknn import model_setup
-    real = model_setup.load_setup
-
-    def without_calibration(*args, **kwargs):
-        setup = real(*args, **kwargs)
-        setup.splits.calib = []
-        return setup
-    monkeypatch.setattr(model_setup, 'load_setup', without_calibration)
+    drop_calibration_split(monkeypatch)
     session = explorer.ExplorerSession.open(run, explorer.Settings(k=K))
     client = TestClient(explorer_app.make_app(session))
     info = client.get('/api/info').json()
