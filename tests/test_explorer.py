@@ -318,3 +318,14 @@ def test_a_run_without_calibration_split_is_explored_softmax_only(run, monkeypat
     error = client.post('/api/reduce', json={'text': 'good', 'importance': 'conformity'})
     assert error.json()['error'] == ("importance must be one of gradient, confidence, got "
                                      "'conformity'")
+
+
+def test_an_evaluation_file_is_shown_beside_the_splits(run, data_files):  # noqa: F811
+    session = explore.open_session(explore.parse_args(
+        ['--model-setup', run, '--k', str(K), '--eval-file', data_files[1]]))
+    assert len(session.examples['file-test']) == 60
+    client = TestClient(explorer_app.make_app(session))
+    assert client.get('/api/info').json()['splits']['file-test'] == 60
+    page = client.get('/api/dataset', params={'split': 'file-test', 'per_page': 200}).json()
+    split = client.get('/api/dataset', params={'split': 'test', 'per_page': 200}).json()
+    assert page['rows'] == split['rows']        # the same file as the run's test split
