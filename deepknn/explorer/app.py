@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.responses import FileResponse, JSONResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -99,7 +99,10 @@ def make_app(session, allowed_hosts=None):
     def training(request):
         return JSONResponse(session.training(request.query_params.get('split', 'test')))
 
-    routes = [Route('/', page), Route('/api/info', info),
+    async def no_icon(request):   # browsers ask for one; answer without a 404 in the log
+        return Response(status_code=204)
+
+    routes = [Route('/', page), Route('/favicon.ico', no_icon), Route('/api/info', info),
               Route('/api/predict', predict, methods=['POST']),
               Route('/api/reduce', reduce, methods=['POST']),
               Route('/api/dataset', dataset), Route('/api/training', training),
