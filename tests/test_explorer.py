@@ -136,6 +136,7 @@ def test_training_view_counts_what_run_knn_representations_retrieved_counts(run,
         [(int(r['train_index']), int(r['times_retrieved'])) for r in expected]
     first = view['most_retrieved'][0]
     assert 0 < len(first['retrieved_by']) <= 5 and first['retrieved_by'][0]['split'] == split
+    assert first['n_retrievers'] == first['times_retrieved']   # once per retrieving example
     assert all(r['index'] != first['index'] for r in first['retrieved_by'] if split == 'train')
     assert view['knn_rule'] is not None and view['cleanlab']['n_candidates'] >= 0
 

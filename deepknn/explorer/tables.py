@@ -207,22 +207,24 @@ def training_view(setup, shown, dev, flipped=()):
 
 def inverted(indices, owners=None):
     """{training index: [row numbers of the examples that retrieved it]} of an (M, k)
-    neighbour matrix; `owners` (M,) renames the rows."""
+    neighbour matrix, those that have it nearest first (then by row); `owners` (M,)
+    renames the rows."""
     owners = np.arange(len(indices)) if owners is None else owners
     found = {}
     for owner, row in zip(owners, indices):
-        for i in row:
+        for rank, i in enumerate(row):
             if i >= 0:
-                found.setdefault(int(i), []).append(int(owner))
-    return found
+                found.setdefault(int(i), []).append((rank, int(owner)))
+    return {i: [owner for _, owner in sorted(pairs)] for i, pairs in found.items()}
 
 
 def training_item(setup, index, flipped, counts, table, retrievers):
-    """One training example of a list, with up to MAX_RETRIEVERS rows of `table` that
-    retrieved it."""
+    """One training example of a list, with the first MAX_RETRIEVERS rows of `table` that
+    retrieved it (those that have it nearest first)."""
     tokens, label = setup.splits.train[index]
     return {'index': int(index), 'label': setup.label_names[label],
             'text': saliency_report.example_text(tokens, setup.vocab),
             'times_retrieved': int(counts[index]), 'flipped': int(index) in set(flipped),
+            'n_retrievers': len(retrievers or []),
             'retrieved_by': [dict(table.row(r), split=table.name)
                              for r in (retrievers or [])[:MAX_RETRIEVERS]]}

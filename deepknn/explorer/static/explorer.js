@@ -313,7 +313,9 @@ function trainingList(title, id, note, items) {
       item.flipped ? el('b', {class: 'wrong'}, ' (label flipped by --label-noise)') : null,
       item.retrieved_by.length ? el('ul', {class: 'retrievers'}, item.retrieved_by.map((r) =>
         el('li', {}, exampleLink(r.split, r.index, bdi(r.text)), ' gold ', bdi(r.gold),
-           ', predicted ', bdi(r.softmax_prediction)))) : null))));
+           ', predicted ', bdi(r.softmax_prediction))), item.n_retrievers
+           > item.retrieved_by.length ? el('li', {class: 'note'}, 'and '
+           + (item.n_retrievers - item.retrieved_by.length) + ' more') : null) : null))));
 }
 
 async function trainingView(params) {
@@ -323,7 +325,8 @@ async function trainingView(params) {
   try { view = await api.training(split); } catch (problem) { return showError(problem.message); }
   const sections = [trainingList('Most retrieved training examples', 'most-retrieved',
     'Each ' + split + ' example\'s ' + view.k + ' nearest training examples in the last '
-    + 'hidden layer (Rajani et al. 2020); under each, ' + split + ' examples that retrieved it.',
+    + 'hidden layer (Rajani et al. 2020); under each, the ' + split + ' examples that retrieved '
+    + 'it, those that have it nearest first.',
     view.most_retrieved)];
   if (view.knn_rule) {
     sections.push(trainingList('Candidate mislabeled: kNN rule (' + view.knn_rule.n_candidates
