@@ -330,3 +330,18 @@ def test_an_evaluation_file_is_shown_beside_the_splits(run, data_files):  # noqa
     page = client.get('/api/dataset', params={'split': 'file-test', 'per_page': 200}).json()
     split = client.get('/api/dataset', params={'split': 'test', 'per_page': 200}).json()
     assert page['rows'] == split['rows']        # the same file as the run's test split
+
+
+@pytest.mark.parametrize('backend', ['faiss', 'kdtree'])
+def test_the_folder_is_locked_only_while_a_cache_is_written(run, backend):
+    from deepknn import result_folder
+    explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))  # caches now
+    folder = os.path.dirname(run)
+    with result_folder.lock(folder, 'another command'):
+        session = explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
+        assert session.dknn is not None
+        os.remove(os.path.join(folder, 'dknn_cache.npz'))
+        with pytest.raises(UserError, match='another command'):
+            explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
+    explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
+    assert os.path.exists(os.path.join(folder, 'dknn_cache.npz'))

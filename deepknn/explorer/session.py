@@ -14,6 +14,7 @@ A request names its input: {'text': ...}, {'premise': ..., 'hypothesis': ...} fo
 pair model, or {'split': ..., 'index': ...} for a stored example. New text is tokenized
 as predict.py tokenizes its input file (text_datasets.tokenize_new_input).
 """
+import contextlib
 import dataclasses
 import os
 import threading
@@ -23,6 +24,7 @@ import numpy as np
 
 from deepknn import calibration
 from deepknn import dknn as dknn_lib
+from deepknn import knn_index
 from deepknn import model_setup
 from deepknn import result_folder
 from deepknn import saliency
@@ -48,6 +50,18 @@ class Settings:
     max_characters: int = MAX_CHARACTERS
     gpu: int = -1
     data_dir: Optional[str] = None
+
+
+def caches_ready(setup, settings):
+    """Whether dknn_from_setup would find every cache it writes valid: the training
+    activations and, for a backend that saves its index, the index."""
+    key = dknn_lib.activation_key(setup)
+    if dknn_lib.read_cache(os.path.join(setup.result_dir, 'dknn_cache.npz'), key) is None:
+        return False
+    saves_index = type(knn_index.make_index(settings.backend)).saved_state is not \
+        knn_index.NeighborIndex.saved_state
+    dknn = dknn_lib.DkNN(setup.config.n_class, settings.backend, settings.k)
+    return not saves_index or dknn_lib.IndexCache(setup.result_dir, key, dknn).load() is not None
 
 
 def supported_methods(has_dknn, has_temperature):
@@ -79,7 +93,11 @@ class ExplorerSession:
         setup = model_setup.load_setup(model_setup_path, settings.gpu, settings.data_dir)
         dknn = None
         if setup.splits.calib:
-            with result_folder.lock(setup.result_dir, purpose):
+            # Valid caches are only read, so the folder's lock (another command may hold
+            # it for hours) is taken only when a cache is missing or stale.
+            writes = contextlib.nullcontext() if caches_ready(setup, settings) else \
+                result_folder.lock(setup.result_dir, purpose)
+            with writes:
                 dknn = dknn_lib.dknn_from_setup(setup, settings.backend, settings.k,
                                                 batchsize=settings.batchsize)
         has_temperature = os.path.exists(os.path.join(setup.result_dir,
