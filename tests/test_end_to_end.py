@@ -273,7 +273,9 @@ def test_model_file_not_matching_vocabulary(trained, tmp_path):
         model_setup.load_setup(str(copy))
 
 
-def test_snli_style_pairs_train_and_run_dknn(tmp_path):
+def train_snli_bilstm(folder):
+    """A tiny 1-layer BiLSTM trained on made-up SNLI-style jsonl pairs in `folder`
+    (the hypothesis verb decides the label) -> its result folder."""
     rng = np.random.RandomState(0)
     labels = ['entailment', 'neutral', 'contradiction']
 
@@ -287,14 +289,20 @@ def test_snli_style_pairs_train_and_run_dknn(tmp_path):
         rows.append(json.dumps({'sentence1': 'x', 'sentence2': 'y', 'gold_label': '-'}))
         return '\n'.join(rows) + '\n'
 
-    (tmp_path / 'train.jsonl').write_text(pairs(150))
-    (tmp_path / 'test.jsonl').write_text(pairs(30))
-    out = tmp_path / 'snli_bilstm'
+    (folder / 'train.jsonl').write_text(pairs(150))
+    (folder / 'test.jsonl').write_text(pairs(30))
+    out = folder / 'snli_bilstm'
     train_text_classifier.main([
-        '--dataset', 'snli', '--train-file', str(tmp_path / 'train.jsonl'),
-        '--test-file', str(tmp_path / 'test.jsonl'), '--model', 'bilstm', '--layer', '1',
+        '--dataset', 'snli', '--train-file', str(folder / 'train.jsonl'),
+        '--test-file', str(folder / 'test.jsonl'), '--model', 'bilstm', '--layer', '1',
         '--unit', '8', '--embed-dim', '6', '--epoch', '4', '--n-calib', '30', '--min-freq', '1',
         '--out', str(out)])
+    return out
+
+
+def test_snli_style_pairs_train_and_run_dknn(tmp_path):
+    out = train_snli_bilstm(tmp_path)
+    labels = ['entailment', 'neutral', 'contradiction']
     setup = model_setup.load_setup(str(out))
     assert setup.model.pair and setup.label_names == labels
     assert len(setup.model.layer_activations([x for x, _ in setup.test[:3]])) == 2

@@ -28,13 +28,13 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 # The Chainer example's building blocks: kept at the root, but library modules (layers
 # 0-1). Every other .py file at the root is a command line (a root script, layer 5).
 BUILDING_BLOCKS = ('nets', 'text_datasets', 'nlp_utils')
-MAX_ROOT_FILES = 12
+MAX_ROOT_FILES = 13
 # "A module that passes about 400 lines ... is split along the job boundary."
 MAX_MODULE_LINES = 420
 
 # The layer table of docs/architecture.md, its one copy: rows `| layer | `file` | job |`.
 ARCHITECTURE_PAGE = os.path.join(ROOT, 'docs', 'architecture.md')
-_ROW = re.compile(r'^\| (0|1|2|3[abcd]|4|5|cli) \| `([^`]+)` \| (.*) \|$')
+_ROW = re.compile(r'^\| (0|1|2|3[abcd]|4e?|5|cli) \| `([^`]+)` \| (.*) \|$')
 
 
 def read_layer_table(path=ARCHITECTURE_PAGE):
@@ -454,8 +454,8 @@ def test_a_clean_fake_graph_passes():
     # (d) a new library module nobody placed
     (fake_graph(extra_modules={'deepknn.new_method': 'deepknn/new_method.py'}),
      ['(d) deepknn/new_method.py (deepknn.new_method) has no layer']),
-    # (e) too many files at the root (nlp_utils, nets, run_dknn, train and nine tools)
-    (fake_graph(root_files=9), ['(e) 13 .py files at the root, at most 12']),
+    # (e) too many files at the root (nlp_utils, nets, run_dknn, train and ten tools)
+    (fake_graph(root_files=10), ['(e) 14 .py files at the root, at most 13']),
 ], ids=['a-library-imports-script', 'a-report-imports-script', 'b-up-a-layer',
         'b-up-a-sub-layer', 'b-ground-imports-up', 'b-building-block-imports-script',
         'b-cli-imported-by-report', 'b-cli-imports-loader', 'c-cycle', 'c-self-import',
@@ -467,8 +467,8 @@ def test_each_kind_of_violation_is_reported(graph, expected):
         assert fragment in problems[0], (fragment, problems[0])
 
 
-def test_twelve_root_files_are_allowed():
-    assert layout_violations(fake_graph(root_files=8), FAKE_TABLE) == []
+def test_thirteen_root_files_are_allowed():
+    assert layout_violations(fake_graph(root_files=9), FAKE_TABLE) == []
 
 
 # ---------------------------------------------------------------- the installed package

@@ -140,8 +140,8 @@ def test_an_out_naming_a_folder_is_refused(run, tmp_path, stem):
     assert sorted(os.listdir(str(tmp_path))) == ['new.txt']
 
 
-def test_a_model_without_calibration_split_gives_softmax_only(run, tmp_path, monkeypatch):
-    (tmp_path / 'new.txt').write_text('the movie was great\n')
+def drop_calibration_split(monkeypatch):
+    """Make model_setup.load_setup return runs as if trained with --n-calib 0."""
     real = model_setup.load_setup
 
     def without_calibration(*args, **kwargs):
@@ -149,6 +149,11 @@ def test_a_model_without_calibration_split_gives_softmax_only(run, tmp_path, mon
         setup.splits.calib = []
         return setup
     monkeypatch.setattr(model_setup, 'load_setup', without_calibration)
+
+
+def test_a_model_without_calibration_split_gives_softmax_only(run, tmp_path, monkeypatch):
+    (tmp_path / 'new.txt').write_text('the movie was great\n')
+    drop_calibration_split(monkeypatch)
     flags = ['--model-setup', run, '--input', str(tmp_path / 'new.txt')]
     with pytest.raises(UserError) as error:
         predict.main(flags + ['--out', str(tmp_path / 'a')])

@@ -163,12 +163,17 @@ def _html_word(word, importance, pair):
                 r, g, b, alpha, text_colour, html.escape(tip), html.escape(word))
 
 
+def legend_items(pair):
+    """The colour legend of a pair (SNLI) or single-sentence model: [((r, g, b), colour
+    name, what the colour means)], for the pages and the explorer alike."""
+    return list(zip(PALETTES[pair], PALETTE_NAMES[pair],
+                    ('supports the prediction', 'supports another class')))
+
+
 def _html_legend(pairs):
     items = []
     for pair in sorted(pairs):
-        for (r, g, b), name, meaning in zip(PALETTES[pair], PALETTE_NAMES[pair],
-                                           ('supports the prediction',
-                                            'supports another class')):
+        for (r, g, b), name, meaning in legend_items(pair):
             items.append('<span style="background: rgb({},{},{}); color: #fff">{}: {}{}</span>'
                          .format(r, g, b, html.escape(name), html.escape(meaning),
                                  html.escape(' (SNLI)' if pair else '')))

@@ -1,0 +1,135 @@
+"""The explorer's web app (Starlette): one page, its static JS and CSS, and a JSON API.
+
+    GET  /                      the page (static/index.html); the views are drawn by
+                                static/explorer.js from the API's answers
+    GET  /api/info              the run: model, labels, methods, splits, legend
+    POST /api/predict           the input view: {"text"} or {"premise", "hypothesis"} or
+                                {"split", "index"}, and "all_layers" (bool)
+    POST /api/reduce            input reduction, step by step: the same input, "importance"
+    GET  /api/dataset           a page of a split: split, page, per_page, sort, order,
+                                wrong, max_credibility, label
+    GET  /api/training          the training-set view over a split's retrievals: split
+
+No request names a file: splits and evaluation files are chosen on the command line.
+A bad request is a 4xx with {"error": one line}; an unexpected failure a 500 with one
+line (its traceback goes to the server's log, never to the browser). Every computation
+on the model runs under the session's lock (endpoints are plain functions, which
+Starlette runs in its thread pool).
+"""
+import json
+import os
+import traceback
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from deepknn.explorer import tables
+from nlp_utils import UserError
+
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
+MAX_BODY_BYTES = 64 * 1024          # a request body beyond this is refused (413)
+# The page loads only its own script and style: no inline script, nothing from elsewhere.
+PAGE_HEADERS = {'Content-Security-Policy': "default-src 'self'; style-src 'self' "
+                "'unsafe-inline'; img-src 'self' data:; object-src 'none'; "
+                "base-uri 'none'; frame-ancestors 'none'",
+                'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer'}
+
+
+def error(status, message):
+    return JSONResponse({'error': message}, status_code=status)
+
+
+async def read_json_body(request):
+    """The request's JSON object; HTTPException 413 past MAX_BODY_BYTES (read no
+    further), UserError when it is not a JSON object."""
+    raw = b''
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise HTTPException(413, 'request body over {} bytes; send a shorter text'.format(
+                MAX_BODY_BYTES))
+    try:
+        body = json.loads(raw.decode('utf-8'))
+    except (UnicodeDecodeError, json.JSONDecodeError) as problem:
+        raise UserError('request body is not JSON ({}); send a JSON object'.format(
+            str(problem).splitlines()[0]), 'request')
+    if not isinstance(body, dict):
+        raise UserError('request body must be a JSON object, got {}'.format(
+            type(body).__name__), 'request')
+    return body
+
+
+def flag(body, name):
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise UserError('{} must be true or false, got {!r}'.format(name, value), name)
+    return value
+
+
+def make_app(session, allowed_hosts=None):
+    """The ASGI app over an ExplorerSession. `allowed_hosts`: Host header values the
+    app answers (e.g. 127.0.0.1 and localhost, against DNS rebinding), None for any."""
+
+    async def page(request):
+        return FileResponse(os.path.join(STATIC, 'index.html'), headers=PAGE_HEADERS)
+
+    def info(request):
+        return JSONResponse(session.info())
+
+    async def predict(request):
+        body = await read_json_body(request)
+        return await run_locked(lambda: session.predict(body, flag(body, 'all_layers')))
+
+    async def reduce(request):
+        body = await read_json_body(request)
+        importance = body.get('importance', 'gradient')
+        return await run_locked(lambda: session.reduce(body, importance))
+
+    def dataset(request):
+        params = dict(request.query_params)
+        table = session.table(params.get('split', 'test'))
+        return JSONResponse(table.page(tables.Query.from_params(params, table.label_names)))
+
+    def training(request):
+        return JSONResponse(session.training(request.query_params.get('split', 'test')))
+
+    async def no_icon(request):   # browsers ask for one; answer without a 404 in the log
+        return Response(status_code=204)
+
+    routes = [Route('/', page), Route('/favicon.ico', no_icon), Route('/api/info', info),
+              Route('/api/predict', predict, methods=['POST']),
+              Route('/api/reduce', reduce, methods=['POST']),
+              Route('/api/dataset', dataset), Route('/api/training', training),
+              Mount('/static', StaticFiles(directory=STATIC), name='static')]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] \
+        if allowed_hosts else []
+    return Starlette(routes=routes, middleware=middleware,
+                     exception_handlers={UserError: user_error, HTTPException: http_error,
+                                         Exception: unexpected_error})
+
+
+async def run_locked(compute):
+    """compute() (which takes the session's lock) in the thread pool, as JSON."""
+    return JSONResponse(await run_in_threadpool(compute))
+
+
+async def user_error(request, problem):
+    return error(400, str(problem))
+
+
+async def http_error(request, problem):
+    detail = problem.detail if isinstance(problem.detail, str) else 'bad request'
+    return error(problem.status_code, '{}: {}'.format(detail, request.url.path)
+                 if problem.status_code == 404 else detail)
+
+
+async def unexpected_error(request, problem):
+    traceback.print_exception(type(problem), problem, problem.__traceback__)
+    return error(500, 'internal error ({}); the server log has the details'.format(
+        type(problem).__name__))

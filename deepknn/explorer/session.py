@@ -1,0 +1,327 @@
+"""The explorer's model side: one loaded run answering the input view's questions.
+
+`ExplorerSession.open` loads a result folder once: the model, the DkNN (its activation
+and index caches reused; the folder's lock is held only while a missing cache is
+written) and the temperature where scaling.py fitted one. Its answers are plain dicts of
+JSON types, computed under one lock because a Chainer model is not thread-safe:
+
+  predict(request)   softmax, temperature-scaled and DkNN predictions of one input, the
+                     maps of every method the run supports, and its nearest training
+                     examples in the last DkNN layer (or every layer)
+  reduce(request)    Feng et al.'s input reduction, step by step
+
+A request names its input: {'text': ...}, {'premise': ..., 'hypothesis': ...} for a
+pair model, or {'split': ..., 'index': ...} for a stored example. New text is tokenized
+as every command tokenizes new text for the run (model_setup.Setup.tokenize).
+"""
+import contextlib
+import dataclasses
+import os
+import threading
+from typing import Optional
+
+import numpy as np
+
+from deepknn import calibration
+from deepknn import dknn as dknn_lib
+from deepknn import knn_index
+from deepknn import model_setup
+from deepknn import result_folder
+from deepknn import saliency
+from deepknn.explorer import tables
+from deepknn.feng import input_reduction
+from deepknn.reports import saliency_report
+from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS
+from nlp_utils import UserError
+
+MAX_CHARACTERS = 1000      # per typed text field: a longer one is refused with a message
+SPLITS = ('train', 'dev', 'calib', 'test')
+
+
+@dataclasses.dataclass
+class Settings:
+    """How the explorer computes; every field has the command line's default."""
+    k: int = 75                   # DkNN neighbours per layer
+    backend: str = 'faiss'
+    batchsize: int = 64
+    n_neighbors: int = 10         # training examples shown per layer
+    max_characters: int = MAX_CHARACTERS
+    gpu: int = -1
+    data_dir: Optional[str] = None
+
+
+def caches_ready(setup, settings):
+    """Whether dknn_from_setup would find every cache it writes valid: the training
+    activations and, for a backend that saves its index, the index."""
+    key = dknn_lib.activation_key(setup)
+    if dknn_lib.read_cache(os.path.join(setup.result_dir, 'dknn_cache.npz'), key) is None:
+        return False
+    saves_index = type(knn_index.make_index(settings.backend)).saved_state is not \
+        knn_index.NeighborIndex.saved_state
+    dknn = dknn_lib.DkNN(setup.config.n_class, settings.backend, settings.k)
+    return not saves_index or dknn_lib.IndexCache(setup.result_dir, key, dknn).load() is not None
+
+
+def supported_methods(has_dknn, has_temperature):
+    """Every registered interpretation method this run can compute, in registry order."""
+    return tuple(name for name, cls in saliency.REGISTRY.items()
+                 if (has_dknn or not cls.needs_dknn)
+                 and (has_temperature or not cls.needs_temperature))
+
+
+class ExplorerSession:
+    """A loaded run (setup, DkNN or None, temperature or None) and the lock that
+    serialises every computation on its model."""
+
+    def __init__(self, setup, dknn, temperature, settings):
+        self.setup = setup
+        self.dknn = dknn
+        self.temperature = temperature
+        self.settings = settings
+        self.methods = supported_methods(dknn is not None, temperature is not None)
+        self.lock = threading.Lock()
+        self.examples = {}          # name -> token-level examples shown in the dataset view
+        self.tables = {}            # name -> its SplitTable, evaluated on first request
+        self.training_views = {}    # shown split -> tables.training_view
+
+    @classmethod
+    def open(cls, model_setup_path, settings, purpose='explore.py'):
+        """Load the run once; the DkNN caches are written (under the folder's lock) only
+        when missing or stale, so an explored folder is otherwise only read."""
+        setup = model_setup.load_setup(model_setup_path, settings.gpu, settings.data_dir)
+        dknn = None
+        if setup.splits.calib:
+            # Valid caches are only read, so the folder's lock (another command may hold
+            # it for hours) is taken only when a cache is missing or stale.
+            writes = contextlib.nullcontext() if caches_ready(setup, settings) else \
+                result_folder.lock(setup.result_dir, purpose)
+            with writes:
+                dknn = dknn_lib.dknn_from_setup(setup, settings.backend, settings.k,
+                                                batchsize=settings.batchsize)
+        has_temperature = os.path.exists(os.path.join(setup.result_dir,
+                                                      calibration.TEMPERATURE_FILE))
+        temperature = calibration.load_temperature(setup.result_dir) if has_temperature \
+            else None
+        session = cls(setup, dknn, temperature, settings)
+        for split in SPLITS:
+            session.examples[split] = getattr(setup.splits, split)
+        return session
+
+    # ------------------------------------------------------------ describing the run
+    def info(self):
+        """What the page shows about the run and what it may ask for."""
+        config = self.setup.config
+        return {'model': model_setup.run_description(self.setup),
+                'dataset': config.dataset, 'model_type': config.model, 'pair': config.pair,
+                'labels': list(self.setup.label_names), 'methods': list(self.methods),
+                'k': self.settings.k if self.dknn else None,
+                'backend': self.settings.backend if self.dknn else None,
+                'temperature': self.temperature, 'has_dknn': self.dknn is not None,
+                'splits': {name: len(examples) for name, examples in self.examples.items()},
+                'max_characters': self.settings.max_characters,
+                'legend': legend(config.pair),
+                'normalization': '{} ({})'.format(
+                    DEFAULT_NORMALIZATION, NORMALIZATIONS[DEFAULT_NORMALIZATION])}
+
+    def add_examples(self, name, examples):
+        """Show token-level (tokens, label) `examples` (an evaluation file's) as `name`."""
+        self.examples[name] = examples
+
+    # ------------------------------------------------------------ dataset views
+    def table(self, name):
+        """The SplitTable of split (or evaluation file) `name`, evaluated once."""
+        if name not in self.examples:
+            raise UserError('split must be one of {}, got {!r}'.format(
+                ', '.join(self.examples), name), 'split')
+        with self.lock:
+            if name not in self.tables:
+                self.tables[name] = tables.SplitTable.evaluate(
+                    name, self.examples[name], self.setup, self.dknn, self.settings.batchsize)
+            return self.tables[name]
+
+    def training(self, name):
+        """tables.training_view over the retrievals of split `name` (and dev's kNN rule)."""
+        shown = self.table(name)
+        dev = self.table('dev') if self.examples.get('dev') else None
+        with self.lock:
+            if name not in self.training_views:
+                self.training_views[name] = tables.training_view(
+                    self.setup, shown, dev, self.setup.splits.flipped_indices)
+            return self.training_views[name]
+
+    # ------------------------------------------------------------ inputs
+    def resolve_input(self, request):
+        """(tokens, gold label id or None, source) of a request; UserError naming the
+        field when it is missing, too long, empty or of the wrong kind."""
+        if not isinstance(request, dict):
+            raise UserError('request: send a JSON object with "text" (or "premise" and '
+                            '"hypothesis", or "split" and "index")', 'request')
+        if 'split' in request or 'index' in request:
+            return self._stored_example(request.get('split'), request.get('index'))
+        config = self.setup.config
+        fields = ('premise', 'hypothesis') if config.pair else ('text',)
+        parts = tuple(self._text_field(request, name) for name in fields)
+        tokenized = tuple(self.setup.tokenize(part.strip()) for part in parts)
+        for name, part in zip(fields, tokenized):
+            if not part:
+                raise UserError('{} has no words; type a sentence'.format(name), name)
+        return (tokenized if config.pair else tokenized[0]), None, None
+
+    def _text_field(self, request, name):
+        value = request.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise UserError('{} is missing: type a sentence{}'.format(
+                name, ' (this model takes a premise and a hypothesis)'
+                if self.setup.config.pair else ''), name)
+        if len(value) > self.settings.max_characters:
+            raise UserError('{} has {} characters, more than the limit of {}; shorten it'
+                            .format(name, len(value), self.settings.max_characters), name)
+        if '\t' in value or '\n' in value or '\x00' in value:
+            raise UserError('{} holds a tab, a line break or a NUL character; type one line '
+                            'of text'.format(name), name)
+        return value
+
+    def _stored_example(self, split, index):
+        if split not in self.examples:
+            raise UserError('split must be one of {}, got {!r}'.format(
+                ', '.join(self.examples), split), 'split')
+        examples = self.examples[split]
+        if isinstance(index, bool) or not isinstance(index, int) \
+                or not 0 <= index < len(examples):
+            raise UserError('index must be an integer from 0 to {} (the {} examples of {}), '
+                            'got {!r}'.format(len(examples) - 1, len(examples), split, index),
+                            'index')
+        tokens, label = examples[index]
+        return tokens, label, {'split': split, 'index': index}
+
+    # ------------------------------------------------------------ the input view
+    def predict(self, request, all_layers=False):
+        """The input view of one request (see the module docstring)."""
+        tokens, gold, source = self.resolve_input(request)
+        with self.lock:
+            ids = self.setup.encode([(tokens, None)])[0][0]
+            layers = dknn_lib.checked_activations(
+                self.setup.model.layer_activations([ids], 1), 'input')
+            result = self.dknn.predict_from_activations(layers) if self.dknn else None
+            maps = saliency.interpret_all(self.setup, self.methods, [(tokens, gold)],
+                                          self.dknn, progress=False) if self.methods else {}
+        names = self.setup.label_names
+        answer = {'input': self.describe_input(tokens, gold, source),
+                  'softmax': probabilities(calibration.softmax(layers[-1])[0], names),
+                  'calibrated': None, 'dknn': None,
+                  'maps': map_views(maps, self.setup, names), 'neighbors': []}
+        if self.temperature is not None:
+            answer['calibrated'] = dict(probabilities(
+                calibration.softmax(layers[-1], self.temperature)[0], names),
+                temperature=self.temperature)
+        if result is not None:
+            answer['dknn'] = dict(probabilities(result['p_values'][0], names, 'p_values'),
+                                  prediction=names[int(result['prediction'][0])],
+                                  credibility=float(result['credibility'][0]),
+                                  confidence=float(result['confidence'][0]))
+            answer['neighbors'] = self.neighbor_views(result, all_layers)
+        return answer
+
+    def describe_input(self, tokens, gold, source):
+        vocab = self.setup.vocab
+        premise, words = tokens if isinstance(tokens, tuple) else (None, tokens)
+        return {'text': saliency_report.example_text(tokens, vocab),
+                'words': saliency_report.display_tokens(words, vocab),
+                'premise': None if premise is None else
+                saliency_report.display_tokens(premise, vocab),
+                'unknown': [t for part in (premise or [], words) for t in part if t not in vocab],
+                'gold': None if gold is None else self.setup.label_names[gold],
+                'source': source}
+
+    def neighbor_views(self, result, all_layers):
+        """The nearest training examples of one input in the last layer (or every layer):
+        [{'layer', 'name', 'items': [{index, text, label, distance, agrees}]}], where
+        agrees tells whether the example's label is the DkNN prediction."""
+        train = self.examples['train']
+        n_layers = result['neighbors'].shape[1]
+        prediction = int(result['prediction'][0])
+        views = []
+        for layer in (range(n_layers) if all_layers else [n_layers - 1]):
+            items = []
+            for index, distance in zip(result['neighbors'][0, layer][:self.settings.n_neighbors],
+                                       result['neighbor_distances'][0, layer]):
+                if index < 0:
+                    continue
+                tokens, label = train[index]
+                items.append({'index': int(index), 'label': self.setup.label_names[label],
+                              'text': saliency_report.example_text(tokens, self.setup.vocab),
+                              'distance': float(distance), 'agrees': int(label) == prediction})
+            views.append({'layer': layer, 'name': layer_name(layer, n_layers), 'items': items})
+        return views
+
+    # ------------------------------------------------------------ input reduction
+    def reduce(self, request, importance='gradient'):
+        """Input reduction of one request: after each step the best beam item (kept word
+        positions; beam search may change which words an item keeps) with f(prediction |
+        kept words) of the classifier that decides what is kept."""
+        if importance not in input_reduction.IMPORTANCES or \
+                (importance == 'conformity' and self.dknn is None):
+            raise UserError('importance must be one of {}, got {!r}'.format(
+                ', '.join(i for i in input_reduction.IMPORTANCES
+                          if self.dknn is not None or i != 'conformity'), importance),
+                'importance')
+        tokens, gold, _ = self.resolve_input(request)
+        steps = []
+
+        def record(state):
+            best = state.beams[0][0]
+            if not steps or len(best) < len(steps[-1][0]):
+                steps.append((best, state.beam_scores[0][0]))
+        with self.lock:
+            reducer = input_reduction.make_reducer(importance, self.setup, self.dknn,
+                                                   batchsize=self.settings.batchsize)
+            reduction, = reducer.reduce([(tokens, gold)], on_step=record)
+        vocab = self.setup.vocab
+        return {'importance': importance,
+                'prediction': self.setup.label_names[reduction.prediction],
+                'premise': None if reduction.premise is None else
+                saliency_report.display_tokens(reduction.premise, vocab),
+                'words': saliency_report.display_tokens(reduction.original, vocab),
+                'steps': [{'kept': list(range(len(reduction.original))),
+                           'score': reduction.score_before}] +
+                [{'kept': [int(p) for p in kept], 'score': float(score)}
+                 for kept, score in steps]}
+
+
+def layer_name(layer, n_layers):
+    return 'logits (last DkNN layer)' if layer == n_layers - 1 else \
+        'layer {} of {}'.format(layer + 1, n_layers)
+
+
+def probabilities(values, names, key='probabilities'):
+    """{'prediction': the argmax's name, key: [{'label', 'value'}]} of one (C,) vector."""
+    return {'prediction': names[int(np.argmax(values))],
+            key: [{'label': name, 'value': float(v)} for name, v in zip(names, values)]}
+
+
+def map_views(results, setup, names):
+    """{method: [Interpretation]} of one input -> a list of JSON maps, words with the
+    static pages' colours."""
+    if not results:
+        return []
+    view, = saliency_report.build_views(results, setup.vocab, names)
+    maps = []
+    for method_map, (method, (found,)) in zip(view.maps, results.items()):
+        words = []
+        for word, token, value in zip(method_map.words, found.tokens, method_map.importance):
+            r, g, b, alpha = saliency_report.word_colour(value, view.pair)
+            words.append({'word': word, 'unknown': token not in setup.vocab,
+                          'importance': None if np.isnan(value) else float(value),
+                          'colour': 'rgba({},{},{},{:.3f})'.format(r, g, b, alpha),
+                          'light_text': bool(alpha > 0.6)})
+        maps.append({'method': method, 'prediction': method_map.prediction,
+                     'score': float(method_map.score),
+                     'score_meaning': saliency.REGISTRY[method].score_meaning,
+                     'correct': method_map.correct, 'words': words})
+    return maps
+
+
+def legend(pair):
+    """The static pages' colour legend: [{'colour', 'name', 'meaning'}]."""
+    return [{'colour': 'rgb({},{},{})'.format(*rgb), 'name': name, 'meaning': meaning}
+            for rgb, name, meaning in saliency_report.legend_items(pair)]

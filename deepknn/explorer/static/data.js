@@ -1,0 +1,1 @@
+// A server-side explorer has no exported data; a static export replaces this file.

@@ -1,0 +1,353 @@
+// The explorer's views, drawn from the JSON API (explore.py) or, in a static export,
+// from window.EXPLORER_DATA (data.js). Every text goes into the page as a text node
+// inside <bdi> (escaped and direction-isolated); no HTML is built from strings.
+'use strict';
+
+const STATIC = window.EXPLORER_DATA || null;
+
+// ------------------------------------------------------------------ DOM helpers
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === 'style') Object.assign(node.style, value);
+    else if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? '' : value);
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.appendChild(typeof child === 'string' || typeof child === 'number'
+      ? document.createTextNode(String(child)) : child);
+  }
+  return node;
+}
+const bdi = (text) => el('bdi', {}, text);
+const fmt = (value) => (value === null || value === undefined ? '—' : value.toFixed(3));
+const main = () => document.getElementById('view');
+
+function showError(message) {
+  main().replaceChildren(el('p', {class: 'error', id: 'error'}, bdi(message)));
+}
+
+// ------------------------------------------------------------------ data sources
+async function request(path, body) {
+  const options = body === undefined ? {} : {method: 'POST', body: JSON.stringify(body),
+    headers: {'Content-Type': 'application/json'}};
+  const response = await fetch(path, options);
+  const answer = await response.json().catch(() => ({error: response.statusText}));
+  if (!response.ok) throw new Error(answer.error || response.statusText);
+  return answer;
+}
+
+const serverApi = {
+  info: () => request('api/info'),
+  predict: (body) => request('api/predict', body),
+  reduce: (body) => request('api/reduce', body),
+  dataset: (params) => request('api/dataset?' + new URLSearchParams(params)),
+  training: (split) => request('api/training?' + new URLSearchParams({split})),
+};
+
+// The static export holds a few examples with every answer precomputed.
+const staticApi = {
+  info: async () => STATIC.info,
+  predict: async (body) => {
+    const found = body.split !== undefined && (STATIC.examples[body.split] || {})[body.index];
+    if (!found) throw new Error('this static export holds only its exported examples; '
+                                + 'run explore.py to explore others or your own text');
+    return found;
+  },
+  reduce: async () => { throw new Error('input reduction needs the running explore.py'); },
+  dataset: async (params) => pageOf(STATIC.rows[params.split] || [], params, params.split),
+  training: async () => { throw new Error('the training-set view needs the running explore.py'); },
+};
+const api = STATIC ? staticApi : serverApi;
+
+// The server's filters and sort (deepknn/explorer/tables.py) over the exported rows.
+function pageOf(rows, params, split) {
+  const wrongs = {
+    '': () => true,
+    softmax: (r) => r.softmax_prediction !== r.gold,
+    dknn: (r) => (r.dknn_prediction || r.softmax_prediction) !== r.gold,
+    either: (r) => r.softmax_prediction !== r.gold
+      || (r.dknn_prediction || r.softmax_prediction) !== r.gold,
+  };
+  const maxCred = Number(params.max_credibility || 1);
+  let found = rows.filter((r) => wrongs[params.wrong || ''](r)
+    && (r.credibility === null || maxCred >= 1 || r.credibility <= maxCred)
+    && (!params.label || r.gold === params.label));
+  const key = params.sort || 'index';
+  const value = (r) => (key === 'credibility' && r.credibility === null
+    ? r.softmax_probability : r[key]);
+  const sign = params.order === 'desc' ? -1 : 1;
+  found = found.map((r, i) => [r, i]).sort(([a, i], [b, j]) =>
+    (value(a) < value(b) ? -sign : value(a) > value(b) ? sign : i - j)).map(([r]) => r);
+  const perPage = Number(params.per_page || 25);
+  const nPages = Math.max(1, Math.ceil(found.length / perPage));
+  const page = Math.min(Number(params.page || 1), nPages);
+  return {split, n_total: rows.length, n_matching: found.length, page, n_pages: nPages,
+          per_page: perPage, rows: found.slice((page - 1) * perPage, page * perPage)};
+}
+
+// ------------------------------------------------------------------ routing
+let INFO = null;
+
+function route() {
+  const [path, query] = (location.hash.slice(1) || (STATIC ? '/dataset' : '/input')).split('?');
+  const params = Object.fromEntries(new URLSearchParams(query || ''));
+  const parts = path.split('/').filter(Boolean);
+  document.querySelectorAll('nav a').forEach((a) =>
+    a.classList.toggle('active', a.dataset.view === parts[0]));
+  if (parts[0] === 'example') return inputView({split: parts[1], index: Number(parts[2])});
+  if (parts[0] === 'dataset') return datasetView(params);
+  if (parts[0] === 'training') return trainingView(params);
+  return inputView(params.text !== undefined || params.hypothesis !== undefined ? params : null);
+}
+
+// Going to the current address again (the same sentence twice) redraws it.
+const go = (hash) => { if (location.hash === hash) route(); else location.hash = hash; };
+const exampleLink = (split, index, ...children) =>
+  el('a', {href: '#/example/' + encodeURIComponent(split) + '/' + index,
+           class: 'example-link'}, ...children);
+
+// ------------------------------------------------------------------ input view
+function inputForm(input) {
+  const fields = INFO.pair ? ['premise', 'hypothesis'] : ['text'];
+  const form = el('form', {id: 'input-form'},
+    fields.map((name) => el('label', {}, name + ' ',
+      el('input', {name, id: 'input-' + name, dir: 'auto', maxlength: INFO.max_characters,
+                   size: 80, value: (input && input[name]) || ''}))),
+    el('button', {type: 'submit', id: 'predict-button', disabled: STATIC !== null},
+       'Predict'));
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const params = new URLSearchParams();
+    fields.forEach((name) => params.set(name, form.elements[name].value));
+    go('#/input?' + params);
+  });
+  return form;
+}
+
+async function inputView(input) {
+  const view = main();
+  view.replaceChildren(inputForm(input && input.split === undefined ? input : null));
+  if (!input) return;
+  view.appendChild(el('p', {class: 'busy'}, 'computing…'));
+  let answer;
+  try {
+    answer = await api.predict(Object.assign({}, input, {all_layers: STATIC !== null}));
+  } catch (problem) { return showError(problem.message); }
+  view.querySelector('.busy').remove();
+  view.appendChild(predictionPanel(answer));
+  view.appendChild(mapsPanel(answer));
+  view.appendChild(neighborsPanel(answer, input));
+  if (!STATIC) view.appendChild(reductionPanel(input));
+}
+
+function probabilityList(values) {
+  return values.map((v) => el('span', {class: 'probability'}, bdi(v.label), ' ',
+                              fmt(v.value))).reduce((a, b) => [a, ' · ', b]);
+}
+
+function predictionPanel(answer) {
+  const input = answer.input;
+  const rows = [el('tr', {}, el('th', {}, 'softmax'),
+    el('td', {id: 'softmax-prediction'}, el('b', {}, bdi(answer.softmax.prediction))),
+    el('td', {}, probabilityList(answer.softmax.probabilities)))];
+  if (answer.calibrated) {
+    rows.push(el('tr', {}, el('th', {}, 'temperature-scaled (T = '
+                                + answer.calibrated.temperature.toFixed(2) + ')'),
+      el('td', {}, bdi(answer.calibrated.prediction)),
+      el('td', {}, probabilityList(answer.calibrated.probabilities))));
+  }
+  if (answer.dknn) {
+    rows.push(el('tr', {}, el('th', {}, 'DkNN'),
+      el('td', {id: 'dknn-prediction'}, el('b', {}, bdi(answer.dknn.prediction))),
+      el('td', {}, 'credibility ', el('span', {id: 'credibility'}, fmt(answer.dknn.credibility)),
+         ', confidence ', fmt(answer.dknn.confidence), ' · p-values: ',
+         probabilityList(answer.dknn.p_values))));
+  }
+  const source = input.source;
+  return el('section', {id: 'prediction'},
+    el('h2', {}, 'Prediction'),
+    source ? el('p', {}, 'Example ', String(source.index), ' of ', bdi(source.split),
+                ', gold: ', el('b', {}, bdi(input.gold))) : null,
+    input.premise ? el('p', {class: 'premise'}, 'Premise: ', bdi(input.premise.join(' '))) : null,
+    el('p', {}, input.premise ? 'Hypothesis: ' : 'Input: ', bdi(input.words.join(' '))),
+    input.unknown.length ? el('p', {class: 'unknown', id: 'unknown-words'},
+      'Not in the vocabulary (shown in angle brackets): ', bdi(input.unknown.join(' '))) : null,
+    el('table', {class: 'predictions'}, rows));
+}
+
+function legend() {
+  return el('p', {class: 'legend'}, 'Colour legend: ',
+    INFO.legend.map((item) => el('span', {style: {background: item.colour}},
+                                 item.name + ': ' + item.meaning)),
+    ' — opacity is proportional to the normalised importance (', INFO.normalization, ').');
+}
+
+function mapsPanel(answer) {
+  return el('section', {id: 'maps'}, el('h2', {}, 'Word importance, every method'), legend(),
+    el('table', {}, answer.maps.map((map) => el('tr', {class: 'map'},
+      el('td', {class: 'method', title: 'score: ' + map.score_meaning}, map.method),
+      el('td', {class: 'prediction'}, bdi(map.prediction), ' (' + fmt(map.score) + ')',
+         map.correct === false ? el('span', {class: 'wrong'}, ' ✗ wrong') : null),
+      el('td', {}, map.words.map((w) => [el('span', {
+        class: 'w' + (w.unknown ? ' oov' : ''),
+        title: 'normalised importance ' + (w.importance === null ? 'undefined'
+          : (w.importance >= 0 ? '+' : '') + w.importance.toFixed(3)),
+        style: {background: w.colour, color: w.light_text ? '#fff' : '#000'}},
+        w.word), ' '])))),
+    ));
+}
+
+function neighborsPanel(answer, input) {
+  const section = el('section', {id: 'neighbors'}, el('h2', {}, 'Nearest training examples'),
+    el('p', {class: 'note'}, 'Agrees: the training label is the DkNN prediction. '
+       + 'Distances are Euclidean in the layer\'s activations.'));
+  for (const layer of answer.neighbors) {
+    section.appendChild(el('h3', {}, layer.name));
+    section.appendChild(el('table', {class: 'neighbors'},
+      el('tr', {}, ['', 'text', 'label', 'distance', 'agrees'].map((h) => el('th', {}, h))),
+      layer.items.map((item, rank) => el('tr', {class: item.agrees ? 'agrees' : 'disagrees'},
+        el('td', {}, String(rank + 1)),
+        el('td', {}, exampleLink('train', item.index, bdi(item.text))),
+        el('td', {}, bdi(item.label)), el('td', {}, fmt(item.distance)),
+        el('td', {}, item.agrees ? 'yes' : 'no')))));
+  }
+  if (!STATIC && answer.neighbors.length === 1) {
+    section.appendChild(el('button', {id: 'all-layers', onclick: async () => {
+      try {
+        const all = await api.predict(Object.assign({}, input, {all_layers: true}));
+        section.replaceWith(neighborsPanel(all, input));
+      } catch (problem) { showError(problem.message); }
+    }}, 'Show every layer'));
+  }
+  if (!answer.neighbors.length) section.appendChild(el('p', {}, 'No DkNN for this run.'));
+  return section;
+}
+
+function reductionPanel(input) {
+  const section = el('section', {id: 'reduction'}, el('h2', {}, 'Input reduction (Feng et al.)'));
+  const choice = el('select', {id: 'importance'}, ['gradient', 'confidence', 'conformity']
+    .filter((i) => i !== 'conformity' || INFO.has_dknn).map((i) => el('option', {}, i)));
+  section.appendChild(el('p', {}, 'Importance ', choice, ' ', el('button', {id: 'reduce',
+    onclick: async () => {
+      try {
+        const answer = await api.reduce(Object.assign({}, input, {importance: choice.value}));
+        section.appendChild(reductionSteps(answer));
+      } catch (problem) { showError(problem.message); }
+    }}, 'Reduce step by step')));
+  return section;
+}
+
+function reductionSteps(answer) {
+  return el('table', {class: 'reduction'},
+    el('tr', {}, el('th', {}, 'step'), el('th', {}, 'words kept (removed ones struck out)'),
+       el('th', {}, 'f(' + answer.prediction + ')')),
+    answer.steps.map((step, number) => el('tr', {},
+      el('td', {}, String(number)),
+      el('td', {}, answer.words.map((w, i) => [step.kept.includes(i) ? bdi(w)
+        : el('s', {class: 'removed'}, bdi(w)), ' '])),
+      el('td', {}, fmt(step.score)))));
+}
+
+// ------------------------------------------------------------------ dataset view
+const DATASET_DEFAULTS = {split: 'test', page: '1', per_page: '25', sort: 'index',
+                          order: 'asc', wrong: '', max_credibility: '1', label: ''};
+
+async function datasetView(given) {
+  const params = Object.assign({}, DATASET_DEFAULTS, given);
+  if (STATIC && !given.split) params.split = Object.keys(STATIC.rows)[0];
+  const view = main();
+  view.replaceChildren(el('p', {class: 'busy'}, 'loading ' + params.split + '…'));
+  let page;
+  try { page = await api.dataset(params); } catch (problem) { return showError(problem.message); }
+  const change = (update) => go('#/dataset?' + new URLSearchParams(
+    Object.assign({}, params, {page: '1'}, update)));
+  const select = (name, options) => el('select', {id: 'filter-' + name, onchange: (e) =>
+    change({[name]: e.target.value})}, options.map(([value, label]) =>
+    el('option', {value, selected: params[name] === value}, label)));
+  const splits = STATIC ? Object.keys(STATIC.rows) : Object.keys(INFO.splits);
+  const controls = el('form', {class: 'controls', onsubmit: (e) => e.preventDefault()},
+    'split ', select('split', splits.map((s) => [s, s])),
+    ' show ', select('wrong', [['', 'all'], ['softmax', 'softmax wrong'],
+                               ['dknn', 'DkNN wrong'], ['either', 'either wrong']]),
+    ' gold ', select('label', [['', 'any']].concat(INFO.labels.map((l) => [l, l]))),
+    ' credibility ≤ ', el('input', {id: 'filter-credibility', type: 'number', min: 0, max: 1,
+      step: 0.05, value: params.max_credibility,
+      onchange: (e) => change({max_credibility: e.target.value})}));
+  const header = (column, label) => el('th', {}, el('a', {href: '#', class: 'sort',
+    onclick: (e) => { e.preventDefault(); change({sort: column, order:
+      params.sort === column && params.order === 'asc' ? 'desc' : 'asc'}); }},
+    label + (params.sort === column ? (params.order === 'asc' ? ' ▲' : ' ▼') : '')));
+  const table = el('table', {class: 'dataset', id: 'dataset-table'},
+    el('tr', {}, header('index', '#'), header('text', 'text'), header('gold', 'gold'),
+       el('th', {}, 'softmax'), header('softmax_probability', 'probability'),
+       el('th', {}, 'DkNN'), header('credibility', 'credibility')),
+    page.rows.map((row) => el('tr', {class: 'row'},
+      el('td', {}, String(row.index)),
+      el('td', {}, exampleLink(page.split, row.index, bdi(row.text))),
+      el('td', {}, bdi(row.gold)),
+      el('td', {class: row.softmax_prediction === row.gold ? '' : 'wrong'},
+         bdi(row.softmax_prediction)),
+      el('td', {}, fmt(row.softmax_probability)),
+      el('td', {class: row.dknn_prediction === null || row.dknn_prediction === row.gold
+        ? '' : 'wrong'}, bdi(row.dknn_prediction || '—')),
+      el('td', {}, fmt(row.credibility)))));
+  const turn = (page_, label, id) => el('button', {id, disabled: page_ < 1
+    || page_ > page.n_pages, onclick: () => go('#/dataset?' + new URLSearchParams(
+      Object.assign({}, params, {page: String(page_)})))}, label);
+  view.replaceChildren(el('h2', {}, 'Dataset: ', bdi(page.split)), controls,
+    el('p', {id: 'dataset-count'}, page.n_matching + ' of ' + page.n_total
+       + ' examples match; page ' + page.page + ' of ' + page.n_pages),
+    table, el('p', {}, turn(page.page - 1, '← previous', 'previous-page'), ' ',
+              turn(page.page + 1, 'next →', 'next-page')));
+}
+
+// ------------------------------------------------------------------ training-set view
+function trainingList(title, id, note, items) {
+  return el('section', {id}, el('h2', {}, title), el('p', {class: 'note'}, note),
+    el('ol', {}, items.map((item) => el('li', {},
+      exampleLink('train', item.index, bdi(item.text)), ' ', el('i', {}, '(', bdi(item.label),
+      ')'), ' — retrieved ' + item.times_retrieved + ' times',
+      item.flipped ? el('b', {class: 'wrong'}, ' (label flipped by --label-noise)') : null,
+      item.retrieved_by.length ? el('ul', {class: 'retrievers'}, item.retrieved_by.map((r) =>
+        el('li', {}, exampleLink(r.split, r.index, bdi(r.text)), ' gold ', bdi(r.gold),
+           ', predicted ', bdi(r.softmax_prediction))), item.n_retrievers
+           > item.retrieved_by.length ? el('li', {class: 'note'}, 'and '
+           + (item.n_retrievers - item.retrieved_by.length) + ' more') : null) : null))));
+}
+
+async function trainingView(params) {
+  const split = params.split || 'test';
+  main().replaceChildren(el('p', {class: 'busy'}, 'computing retrievals…'));
+  let view;
+  try { view = await api.training(split); } catch (problem) { return showError(problem.message); }
+  const sections = [trainingList('Most retrieved training examples', 'most-retrieved',
+    'Each ' + split + ' example\'s ' + view.k + ' nearest training examples in the last '
+    + 'hidden layer (Rajani et al. 2020); under each, the ' + split + ' examples that retrieved '
+    + 'it, those that have it nearest first.',
+    view.most_retrieved)];
+  if (view.knn_rule) {
+    sections.push(trainingList('Candidate mislabeled: kNN rule (' + view.knn_rule.n_candidates
+      + ')', 'knn-rule', 'The nearest training example of a dev example whose prediction '
+      + 'differs from that example\'s label; under each, the dev examples that flagged it.',
+      view.knn_rule.items));
+  }
+  sections.push(trainingList('Candidate mislabeled: cleanlab (' + view.cleanlab.n_candidates
+    + ')', 'cleanlab', 'cleanlab\'s confident learning on the vote of each training '
+    + 'example\'s 10 nearest others, most suspicious first.', view.cleanlab.items));
+  main().replaceChildren(...sections);
+}
+
+// ------------------------------------------------------------------ start
+async function start() {
+  try { INFO = await api.info(); } catch (problem) { return showError(problem.message); }
+  document.getElementById('run').replaceChildren(bdi(INFO.model), ' · ',
+    INFO.has_dknn ? 'DkNN k=' + INFO.k + ' (' + INFO.backend + ')' : 'no DkNN (no calibration split)',
+    STATIC ? ' · static export. ' + (INFO.produced_by || '') : '');
+  if (STATIC) document.querySelector('nav a[data-view="training"]').remove();
+  window.addEventListener('hashchange', route);
+  route();
+}
+start();

@@ -1,0 +1,348 @@
+"""explore.py's app, with Starlette's test client, on tiny trained models: known answers."""
+import concurrent.futures
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from deepknn import calibration
+from deepknn.explorer import app as explorer_app
+from deepknn.explorer import session as explorer
+from deepknn.feng import input_reduction
+import explore
+import predict
+import run_knn_representations
+from test_transformer import write_tiny_checkpoint
+from nlp_utils import UserError
+from test_predict import drop_calibration_split
+from test_end_to_end import data_files, train, train_snli_bilstm  # noqa: F401 (a fixture)
+
+K = 5
+METHODS = ('conformity', 'confidence', 'gradient', 'credibility')
+
+
+@pytest.fixture(scope='module')
+def run(tmp_path_factory, data_files):  # noqa: F811
+    out = tmp_path_factory.mktemp('explorer') / 'custom_cnn'
+    train(out, data_files)
+    return str(out / 'args.json')
+
+
+@pytest.fixture(scope='module')
+def session(run):
+    return explorer.ExplorerSession.open(run, explorer.Settings(k=K))
+
+
+@pytest.fixture(scope='module')
+def client(session):
+    return TestClient(explorer_app.make_app(session))
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_app_gives_what_predict_py_gives(run, client, tmp_path):
+    sentence = 'The movie was GREAT zzz'
+    (tmp_path / 'one.txt').write_text(sentence + '\n')
+    stem = str(tmp_path / 'pred')
+    predict.main(['--model-setup', run, '--input', str(tmp_path / 'one.txt'), '--out', stem,
+                  '--k', str(K), '--methods', ','.join(METHODS)])
+    expected, = read_csv(stem + '.csv')
+    answer = client.post('/api/predict', json={'text': sentence}).json()
+    assert answer['input']['text'] == expected['text'] == 'the movie was great <zzz>'
+    assert ' '.join(answer['input']['unknown']) == expected['unknown_words'] == 'zzz'
+    assert answer['softmax']['prediction'] == expected['prediction'] == 'pos'
+    top = max(v['value'] for v in answer['softmax']['probabilities'])
+    assert top == pytest.approx(float(expected['softmax_probability']), abs=1e-4)
+    assert answer['dknn']['prediction'] == expected['dknn_prediction']
+    assert answer['dknn']['credibility'] == pytest.approx(float(expected['credibility']), abs=1e-4)
+    assert answer['dknn']['confidence'] == pytest.approx(float(expected['dknn_confidence']),
+                                                         abs=1e-4)
+    importances = read_csv(stem + '_importances.csv')
+    assert [m['method'] for m in answer['maps']] == list(METHODS)
+    for found in answer['maps']:
+        rows = [r for r in importances if r['method'] == found['method']]
+        assert [w['word'] for w in found['words']] == ['the', 'movie', 'was', 'great', '<zzz>']
+        assert [w['unknown'] for w in found['words']] == [False] * 4 + [True]
+        assert [w['importance'] for w in found['words']] == pytest.approx(
+            [float(r['normalized_importance']) for r in rows], abs=1e-6)
+        assert found['prediction'] == rows[0]['prediction']
+
+
+def test_neighbours_are_the_nearest_training_examples_by_brute_force(session, client):
+    answer = client.post('/api/predict', json={'split': 'test', 'index': 0,
+                                               'all_layers': True}).json()
+    setup = session.setup
+    train_layers = setup.model.layer_activations([x for x, _ in setup.train])
+    query = setup.model.layer_activations([setup.test[0][0]])
+    assert [layer['layer'] for layer in answer['neighbors']] == list(range(len(train_layers)))
+    prediction = answer['dknn']['prediction']
+    for layer, train_layer, query_layer in zip(answer['neighbors'], train_layers, query):
+        distances = np.sqrt(((train_layer - query_layer) ** 2).sum(axis=1))
+        found = [item['index'] for item in layer['items']]
+        assert len(found) == K          # k=5 neighbours found, 10 asked for
+        assert [item['distance'] for item in layer['items']] == pytest.approx(
+            np.sort(distances)[:K], rel=1e-3, abs=1e-4)
+        assert distances[found] == pytest.approx(np.sort(distances)[:K], rel=1e-3, abs=1e-4)
+        for item in layer['items']:
+            label = setup.label_names[setup.splits.train[item['index']][1]]
+            assert item['label'] == label and item['agrees'] == (label == prediction)
+    assert answer['input']['source'] == {'split': 'test', 'index': 0}
+    assert answer['input']['gold'] == setup.label_names[setup.splits.test[0][1]]
+    last_only = client.post('/api/predict', json={'split': 'test', 'index': 0}).json()
+    assert last_only['neighbors'] == answer['neighbors'][-1:]
+
+
+def test_dataset_pages_filter_sort_and_partition_the_split(session, client):
+    setup = session.setup
+    logits = setup.model.layer_activations([x for x, _ in setup.test])[-1]
+    result = session.dknn.predict_from_activations(
+        setup.model.layer_activations([x for x, _ in setup.test]))
+    gold = np.array([y for _, y in setup.test])
+    wrong = (logits.argmax(axis=1) != gold) | (result['prediction'] != gold)
+    seen = []
+    for page in (1, 2, 3):
+        answer = client.get('/api/dataset', params={'split': 'test', 'page': page,
+                                                    'per_page': 25}).json()
+        seen += [row['index'] for row in answer['rows']]
+    assert seen == list(range(len(setup.test))) and answer['n_pages'] == 3
+    answer = client.get('/api/dataset', params={'split': 'test', 'wrong': 'either',
+                                                'per_page': 200}).json()
+    assert [row['index'] for row in answer['rows']] == list(np.flatnonzero(wrong))
+    answer = client.get('/api/dataset', params={'split': 'test', 'sort': 'credibility',
+                                                'order': 'desc', 'label': 'pos',
+                                                'max_credibility': '0.5',
+                                                'per_page': 200}).json()
+    expected = [i for i in np.argsort(-result['credibility'], kind='stable')
+                if gold[i] == 1 and result['credibility'][i] <= 0.5]
+    assert [row['index'] for row in answer['rows']] == expected
+    assert all(row['gold'] == 'pos' for row in answer['rows'])
+
+
+@pytest.mark.parametrize('split', ['test', 'train'])
+def test_training_view_counts_what_run_knn_representations_retrieved_counts(run, client,
+                                                                            tmp_path, split):
+    out = str(tmp_path / 'retrieved')
+    run_knn_representations.main(['retrieved', '--model-setup', run, '--split', split,
+                                  '--k', '16', '--top', '25', '--out', out])
+    expected = read_csv(out + '.csv')
+    view = client.get('/api/training', params={'split': split}).json()
+    assert [(item['index'], item['times_retrieved']) for item in view['most_retrieved']] == \
+        [(int(r['train_index']), int(r['times_retrieved'])) for r in expected]
+    first = view['most_retrieved'][0]
+    assert 0 < len(first['retrieved_by']) <= 5 and first['retrieved_by'][0]['split'] == split
+    assert first['n_retrievers'] == first['times_retrieved']   # once per retrieving example
+    assert all(r['index'] != first['index'] for r in first['retrieved_by'] if split == 'train')
+    assert view['knn_rule'] is not None and view['cleanlab']['n_candidates'] >= 0
+
+
+def test_reduction_steps_are_the_libraries_beam_search(session, client):
+    text = 'the movie was a great plot and it'
+    answer = client.post('/api/reduce', json={'text': text, 'importance': 'confidence'}).json()
+    reducer = input_reduction.make_reducer('confidence', session.setup)
+    reduction, = reducer.reduce([(text.split(), None)])
+    assert answer['words'] == text.split()
+    assert answer['steps'][0]['kept'] == list(range(8))
+    assert answer['steps'][-1]['kept'] == list(reduction.kept)
+    assert answer['steps'][-1]['score'] == pytest.approx(reduction.score_after)
+    assert [len(s['kept']) for s in answer['steps']] == list(range(8, len(reduction.kept) - 1, -1))
+    assert answer['prediction'] == session.setup.label_names[reduction.prediction]
+
+
+@pytest.mark.parametrize('method, path, body, status, message', [
+    ('post', '/api/predict', {'text': 'x' * 1001}, 400, 'text has 1001 characters, more than'),
+    ('post', '/api/predict', {'text': '  '}, 400, 'text is missing'),
+    ('post', '/api/predict', {'text': 'good\tbad'}, 400, 'text holds a tab'),
+    ('post', '/api/predict', {'premise': 'a'}, 400, 'text is missing'),
+    ('post', '/api/predict', {'split': 'test', 'index': 60}, 400, 'index must be an integer'),
+    ('post', '/api/predict', {'split': '../args.json', 'index': 0}, 400, 'split must be one of'),
+    ('post', '/api/predict', {'text': 'good', 'all_layers': 'yes'}, 400, 'all_layers must be'),
+    ('post', '/api/predict', [1, 2], 400, 'request body must be a JSON object'),
+    ('post', '/api/reduce', {'text': 'good', 'importance': 'magic'}, 400, 'importance must be'),
+    ('get', '/api/dataset?page=0', None, 400, 'page must be an integer'),
+    ('get', '/api/dataset?split=/etc/passwd', None, 400, 'split must be one of'),
+    ('get', '/api/dataset?sort=evil', None, 400, 'sort must be one of'),
+    ('get', '/api/dataset?max_credibility=nan', None, 400, 'max_credibility must be'),
+    ('get', '/api/predict', None, 405, 'Method Not Allowed'),
+    ('get', '/static/../args.json', None, 404, None),
+    ('get', '/nothing', None, 404, 'Not Found: /nothing'),
+])
+def test_bad_requests_are_4xx_with_one_line(client, method, path, body, status, message):
+    response = getattr(client, method)(path, **({} if body is None else {'json': body}))
+    assert response.status_code == status, response.text
+    if message:
+        error = response.json()['error']
+        assert message in error and '\n' not in error and 'Traceback' not in error
+
+
+def test_a_bad_body_and_a_huge_one_are_refused(client):
+    response = client.post('/api/predict', content=b'{not json')
+    assert response.status_code == 400 and 'not JSON' in response.json()['error']
+    response = client.post('/api/predict', content=b'x' * (explorer_app.MAX_BODY_BYTES + 1))
+    assert response.status_code == 413
+    assert response.json() == {'error': 'request body over 65536 bytes; send a shorter text'}
+
+
+def test_the_page_forbids_scripts_from_elsewhere(client):
+    response = client.get('/')
+    assert response.status_code == 200
+    assert "default-src 'self'" in response.headers['content-security-policy']
+    page = response.text
+    assert 'static/explorer.js' in page and 'http' not in page.replace('http-equiv', '')
+    assert client.get('/static/explorer.js').status_code == 200
+
+
+def test_concurrent_requests_get_their_own_answers(client):
+    sentences = ['the movie was good', 'the plot was awful', 'a dull movie', 'superb plot',
+                 'it was poor', 'very fine'] * 2
+    alone = [client.post('/api/predict', json={'text': s}).json() for s in sentences]
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(
+            lambda s: client.post('/api/predict', json={'text': s}).json(), sentences))
+    assert together == alone
+    assert {a['softmax']['prediction'] for a in alone} == {'pos', 'neg'}
+
+
+def test_an_unexpected_failure_is_one_line_without_traceback(session, monkeypatch, capsys):
+    monkeypatch.setattr(session, 'info', lambda: 1 / 0)
+    response = TestClient(explorer_app.make_app(session), raise_server_exceptions=False) \
+        .get('/api/info')
+    assert response.status_code == 500
+    assert response.json() == {'error': 'internal error (ZeroDivisionError); the server log '
+                                        'has the details'}
+    assert 'ZeroDivisionError' in capsys.readouterr().err
+
+
+def test_only_local_host_names_are_answered(session):
+    local = TestClient(explorer_app.make_app(session, ['127.0.0.1', 'localhost']),
+                       base_url='http://localhost')
+    assert local.get('/api/info').status_code == 200
+    rebound = TestClient(explorer_app.make_app(session, ['127.0.0.1', 'localhost']),
+                         base_url='http://attacker.example')
+    assert rebound.get('/api/info').status_code == 400
+
+
+def test_remote_binding_needs_a_flag(run):
+    with pytest.raises(UserError, match='--host 0.0.0.0 lets other machines use the model; '
+                                        'pass --allow-remote'):
+        explore.main(['--model-setup', run, '--host', '0.0.0.0'])
+
+
+def test_a_port_in_use_is_refused_before_loading(run):
+    import socket
+    with socket.create_server(('127.0.0.1', 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(UserError, match='--port {} on 127.0.0.1 cannot be used'.format(port)):
+            explore.main(['--model-setup', run, '--port', str(port)])
+
+
+def test_export_is_a_self_contained_folder_replaced_only_when_asked(run, tmp_path):
+    out = str(tmp_path / 'export')
+    flags = ['--model-setup', run, '--k', str(K), '--export', out, '--split', 'test',
+             '--limit', '4']
+    explore.main(flags)
+    assert sorted(os.listdir(out)) == ['.deep-knn-files', '.deep-knn-result', 'data.json',
+                                       'index.html', 'static']
+    with open(os.path.join(out, 'data.json')) as f:
+        data = json.load(f)
+    assert sorted(data['examples']['test']) == ['0', '1', '2', '3']
+    assert [row['index'] for row in data['rows']['test']] == [0, 1, 2, 3]
+    assert data['info']['produced_by'].startswith('Produced by:')
+    with open(os.path.join(out, 'static', 'data.js')) as f:
+        assert json.loads(f.read()[len('window.EXPLORER_DATA = '):-2]) == data
+    with pytest.raises(UserError, match='export exists; pass --overwrite'):
+        explore.main(flags)
+    explore.main(flags + ['--overwrite'])
+    mine = tmp_path / 'mine'
+    mine.mkdir()
+    (mine / 'notes.txt').write_text('keep')
+    with pytest.raises(UserError, match='was not made by this tool'):
+        explore.main(flags[:-4] + ['--export', str(mine), '--overwrite'])
+    assert (mine / 'notes.txt').read_text() == 'keep'
+
+
+def test_a_pair_bilstm_takes_premise_and_hypothesis(tmp_path):
+    out = train_snli_bilstm(tmp_path)
+    session = explorer.ExplorerSession.open(str(out / 'args.json'), explorer.Settings(k=K))
+    client = TestClient(explorer_app.make_app(session))
+    assert client.get('/api/info').json()['pair'] is True
+    answer = client.post('/api/predict', json={'premise': 'A man sits outside today.',
+                                               'hypothesis': 'A man sleeps outside'}).json()
+    assert answer['input']['premise'] == ['a', 'man', 'sits', 'outside', 'today', '.']
+    assert answer['input']['words'] == ['a', 'man', 'sleeps', 'outside']
+    ids = session.setup.encode([((answer['input']['premise'], answer['input']['words']),
+                                 None)])[0][0]
+    logits = session.setup.model.layer_activations([ids])[-1]
+    assert max(v['value'] for v in answer['softmax']['probabilities']) == pytest.approx(
+        calibration.softmax(logits).max(), abs=1e-5)
+    assert client.post('/api/predict', json={'hypothesis': 'a man'}).json()['error'] \
+        .startswith('premise is missing')
+    assert client.get('/api/dataset', params={'split': 'test'}).json()['n_total'] == 30
+
+
+def test_a_pretrained_transformer_run_is_explored_like_a_cnn(tmp_path, data_files):  # noqa: F811
+    checkpoint = write_tiny_checkpoint(tmp_path / 'bert')
+    out = tmp_path / 'custom_transformer'
+    train(out, data_files, '--model', 'transformer', '--pretrained', str(checkpoint),
+          '--epoch', '1', '--max-length', '32')
+    session = explorer.ExplorerSession.open(str(out / 'args.json'), explorer.Settings(k=K))
+    client = TestClient(explorer_app.make_app(session))
+    answer = client.post('/api/predict', json={'text': 'the movie was good',
+                                               'all_layers': True}).json()
+    ids = session.setup.encode([(['the', 'movie', 'was', 'good'], None)])[0][0]
+    logits = session.setup.model.layer_activations([ids])[-1]
+    assert [v['value'] for v in answer['softmax']['probabilities']] == pytest.approx(
+        calibration.softmax(logits)[0].tolist(), abs=1e-6)
+    assert len(answer['neighbors']) == len(session.setup.model.layer_activations([ids]))
+    assert [m['method'] for m in answer['maps']] == list(METHODS)
+    steps = client.post('/api/reduce', json={'text': 'the movie was good'}).json()['steps']
+    assert steps[0]['kept'] == [0, 1, 2, 3] and len(steps[-1]['kept']) >= 1
+
+
+def test_a_run_without_calibration_split_is_explored_softmax_only(run, monkeypatch):
+    drop_calibration_split(monkeypatch)
+    session = explorer.ExplorerSession.open(run, explorer.Settings(k=K))
+    client = TestClient(explorer_app.make_app(session))
+    info = client.get('/api/info').json()
+    assert info['has_dknn'] is False and info['methods'] == ['confidence', 'gradient']
+    answer = client.post('/api/predict', json={'text': 'the movie was good'}).json()
+    assert answer['dknn'] is None and answer['neighbors'] == []
+    assert [m['method'] for m in answer['maps']] == ['confidence', 'gradient']
+    rows = client.get('/api/dataset', params={'split': 'test', 'wrong': 'dknn',
+                                              'per_page': 200}).json()['rows']
+    assert rows and all(r['credibility'] is None and r['softmax_prediction'] != r['gold']
+                        for r in rows)
+    error = client.post('/api/reduce', json={'text': 'good', 'importance': 'conformity'})
+    assert error.json()['error'] == ("importance must be one of gradient, confidence, got "
+                                     "'conformity'")
+
+
+def test_an_evaluation_file_is_shown_beside_the_splits(run, data_files):  # noqa: F811
+    session = explore.open_session(explore.parse_args(
+        ['--model-setup', run, '--k', str(K), '--eval-file', data_files[1]]))
+    assert len(session.examples['file-test']) == 60
+    client = TestClient(explorer_app.make_app(session))
+    assert client.get('/api/info').json()['splits']['file-test'] == 60
+    page = client.get('/api/dataset', params={'split': 'file-test', 'per_page': 200}).json()
+    split = client.get('/api/dataset', params={'split': 'test', 'per_page': 200}).json()
+    assert page['rows'] == split['rows']        # the same file as the run's test split
+
+
+@pytest.mark.parametrize('backend', ['faiss', 'kdtree'])
+def test_the_folder_is_locked_only_while_a_cache_is_written(run, backend):
+    from deepknn import result_folder
+    explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))  # caches now
+    folder = os.path.dirname(run)
+    with result_folder.lock(folder, 'another command'):
+        session = explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
+        assert session.dknn is not None
+        os.remove(os.path.join(folder, 'dknn_cache.npz'))
+        with pytest.raises(UserError, match='another command'):
+            explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
+    explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
+    assert os.path.exists(os.path.join(folder, 'dknn_cache.npz'))

@@ -1,0 +1,201 @@
+"""explore.py in a real browser: headless Chromium (Debian's chromium and chromium-driver,
+installed by .ci/run) driven by selenium over a tiny trained model.
+
+The same code takes the README's screenshots of a real run:
+
+    EXPLORER_SCREENSHOTS=docs/images EXPLORER_RUN=results/stsa.binary_cnn/args.json \
+        .venv/bin/python -m pytest -q tests/test_explorer_browser.py -k screenshots
+"""
+import os
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+
+from deepknn.explorer import app as explorer_app
+from deepknn.explorer import session as explorer
+import explore
+from test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
+
+webdriver = pytest.importorskip('selenium.webdriver', reason='selenium is not installed')
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
+CHROMEDRIVER = shutil.which('chromedriver')
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason='no chromium and chromedriver on PATH; .ci/run installs them with apt-get install '
+           'chromium chromium-driver (as root)')
+K = 5
+SENTENCE = 'The movie was GREAT <b>zzz</b>'
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """The app served by uvicorn on 127.0.0.1 in a thread, as explore.py serves it."""
+
+    def __init__(self, session):
+        import uvicorn
+        self.port = free_port()
+        config = uvicorn.Config(explorer_app.make_app(session, ['127.0.0.1', 'localhost']),
+                                host='127.0.0.1', port=self.port, log_level='warning')
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.time() + 30
+        while not self.server.started and time.time() < deadline:
+            time.sleep(0.05)
+        return 'http://127.0.0.1:{}/'.format(self.port)
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def chromium(width=1300, height=1000):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ('--headless=new', '--no-sandbox', '--disable-gpu',
+                     '--disable-dev-shm-usage', '--window-size={},{}'.format(width, height)):
+        options.add_argument(argument)
+    service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
+    return webdriver.Chrome(options=options, service=service)
+
+
+def wait_for(driver, css, timeout=60):
+    return WebDriverWait(driver, timeout).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def type_and_predict(driver, base, text):
+    driver.get(base + '#/input')
+    box = wait_for(driver, '#input-text')
+    box.clear()
+    box.send_keys(text)
+    driver.find_element(By.ID, 'predict-button').click()
+    return wait_for(driver, '#maps')
+
+
+def views(driver, base, sentence, folder=None):
+    """Walk every view (taking a screenshot of each into `folder`, when given) and
+    return what the checks need."""
+    seen = {}
+    type_and_predict(driver, base, sentence)
+    seen['softmax'] = driver.find_element(By.ID, 'softmax-prediction').text
+    seen['credibility'] = driver.find_element(By.ID, 'credibility').text
+    seen['maps'] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, 'tr.map td.method')]
+    seen['coloured'] = len(driver.find_elements(By.CSS_SELECTOR, 'tr.map span.w'))
+    seen['injected'] = len(driver.find_elements(By.CSS_SELECTOR, '#maps b, #prediction bdi b'))
+    seen['neighbors'] = [e.text for e in driver.find_elements(
+        By.CSS_SELECTOR, '#neighbors a.example-link')]
+    driver.find_element(By.ID, 'reduce').click()
+    seen['reduction_steps'] = len(wait_for(driver, 'table.reduction').find_elements(
+        By.CSS_SELECTOR, 'tr')) - 1
+    if folder:
+        driver.save_screenshot(os.path.join(folder, 'explorer_input.png'))
+    driver.find_element(By.ID, 'all-layers').click()
+    WebDriverWait(driver, 60).until(lambda d: len(d.find_elements(By.CSS_SELECTOR,
+                                                                  '#neighbors h3')) > 1)
+    seen['layers'] = len(driver.find_elements(By.CSS_SELECTOR, '#neighbors h3'))
+    driver.find_element(By.CSS_SELECTOR, '#neighbors a.example-link').click()
+    wait_for(driver, '#maps')
+    seen['followed'] = driver.find_element(By.CSS_SELECTOR, '#prediction p').text
+    driver.get(base + '#/dataset?split=test')
+    wait_for(driver, '#dataset-table tr.row')
+    seen['first_page'] = driver.find_element(By.ID, 'dataset-count').text
+    driver.find_element(By.ID, 'next-page').click()
+    WebDriverWait(driver, 30).until(lambda d: 'page 2 of' in d.find_element(
+        By.ID, 'dataset-count').text)
+    seen['second_page'] = driver.find_element(By.ID, 'dataset-count').text
+    Select(driver.find_element(By.ID, 'filter-wrong')).select_by_value('either')
+    WebDriverWait(driver, 30).until(lambda d: 'wrong=either' in d.current_url
+                                    and d.find_elements(By.ID, 'dataset-count'))
+    seen['wrong_only'] = driver.find_element(By.ID, 'dataset-count').text
+    seen['wrong_rows'] = len(driver.find_elements(By.CSS_SELECTOR, '#dataset-table tr.row'))
+    if folder:
+        driver.get(base + '#/dataset?split=test&sort=credibility&order=asc')
+        wait_for(driver, '#dataset-table tr.row')
+        driver.save_screenshot(os.path.join(folder, 'explorer_dataset.png'))
+    driver.get(base + '#/training?split=test')
+    wait_for(driver, '#most-retrieved li', 120)
+    seen['most_retrieved'] = len(driver.find_elements(By.CSS_SELECTOR, '#most-retrieved > ol > li'))
+    if folder:
+        driver.save_screenshot(os.path.join(folder, 'explorer_training.png'))
+    return seen
+
+
+@pytest.fixture(scope='module')
+def run(tmp_path_factory, data_files):  # noqa: F811
+    out = tmp_path_factory.mktemp('browser') / 'custom_cnn'
+    train(out, data_files)
+    return str(out / 'args.json')
+
+
+def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
+    session = explorer.ExplorerSession.open(run, explorer.Settings(k=K))
+    expected = session.predict({'text': SENTENCE})
+    n_wrong = len(session.table('test').matching(
+        explorer.tables.Query(wrong='either')))
+    driver = chromium()
+    try:
+        with Server(session) as base:
+            seen = views(driver, base, SENTENCE)
+            driver.get(base + '#/input?text=' + 'x' * 1200)
+            seen['too_long'] = wait_for(driver, '#error').text
+        export = str(tmp_path / 'export')
+        explore.main(['--model-setup', run, '--k', str(K), '--export', export, '--limit', '3'])
+        driver.get('file://' + os.path.join(export, 'index.html') + '#/dataset?split=test')
+        wait_for(driver, '#dataset-table tr.row')
+        exported_rows = len(driver.find_elements(By.CSS_SELECTOR, '#dataset-table tr.row'))
+        driver.find_element(By.CSS_SELECTOR, '#dataset-table a.example-link').click()
+        wait_for(driver, '#maps')
+        exported_layers = len(driver.find_elements(By.CSS_SELECTOR, '#neighbors h3'))
+        exported_source = driver.find_element(By.CSS_SELECTOR, '#prediction p').text
+    finally:
+        driver.quit()
+    assert seen['softmax'] == expected['softmax']['prediction']
+    assert float(seen['credibility']) == pytest.approx(expected['dknn']['credibility'], abs=5e-4)
+    assert seen['maps'] == ['conformity', 'confidence', 'gradient', 'credibility']
+    assert seen['coloured'] == 4 * 12       # the markup stays text: '<', 'b', '>' are words
+    assert seen['injected'] == 0
+    assert len(seen['neighbors']) == K
+    assert seen['layers'] == 4              # the CNN's DkNN layers
+    expected_steps = len(session.reduce({'text': SENTENCE})['steps'])
+    assert seen['reduction_steps'] == expected_steps > 1
+    assert seen['followed'].startswith('Example ') and 'of train' in seen['followed']
+    assert seen['first_page'] == '60 of 60 examples match; page 1 of 3'
+    assert seen['second_page'] == '60 of 60 examples match; page 2 of 3'
+    assert seen['wrong_only'].startswith('{} of 60 examples match'.format(n_wrong))
+    assert seen['wrong_rows'] == min(n_wrong, 25)
+    assert seen['most_retrieved'] == 25
+    assert 'more than the limit of 1000' in seen['too_long']
+    assert exported_rows == 3 and exported_layers == 4
+    assert exported_source.startswith('Example 0 of test')
+
+
+@pytest.mark.skipif(not os.environ.get('EXPLORER_SCREENSHOTS'),
+                    reason='README screenshots: set EXPLORER_SCREENSHOTS=folder and '
+                           'EXPLORER_RUN=args.json of a trained run')
+def test_screenshots_of_a_real_run():
+    folder = os.environ['EXPLORER_SCREENSHOTS']
+    os.makedirs(folder, exist_ok=True)
+    session = explorer.ExplorerSession.open(os.environ['EXPLORER_RUN'], explorer.Settings())
+    driver = chromium(1200, 2000)
+    try:
+        with Server(session) as base:
+            seen = views(driver, base, 'A gripping, beautifully acted film , if a bit too long .',
+                         folder)
+    finally:
+        driver.quit()
+    assert seen['most_retrieved'] > 0
