@@ -129,15 +129,16 @@ def retrieved(args):
 
 # ---------------------------------------------------------------- detect
 def detect(args):
-    cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '.png')],
-                          args.overwrite)
-    rows, curves, points, models = [], {}, {}, []
+    cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '_auprc.md',
+                                                            '.png')], args.overwrite)
+    rows, ranked, curves, points, models = [], [], {}, {}, []
     for path in args.model_setup:
         setup = load(args, path)
         models.append(model_setup.run_description(setup))
         result = knn_influence.cached_mislabeled_experiment(setup, args.layer, args.batchsize,
                                                             seed=setup.config.label_noise_seed)
         rows += knn_tables.detection_rows(setup, result)
+        ranked += knn_tables.ranked_rows(setup, result)
         for name, scores in result['methods'].items():
             points.setdefault(name, []).append((scores['fraction_inspected'], scores['recall']))
         for name, curve in result['curves'].items():
@@ -161,12 +162,24 @@ def detect(args):
                        if row['method'] == knn_influence.PAPER_RULE)
     rankings = knn_tables.ranking_rows(curves, rule_recall)
     write_table(args.out + '_rankings', rankings, list(rankings[0]), header)
+    ranked += knn_tables.mean_rows(ranked, 'ranking', 'auprc')
+    write_table(args.out + '_auprc', ranked, list(ranked[0]), header + AUPRC_NOTE)
     knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
                              'Flipped-label recall, {} ({})'.format(
                                  rows[0]['dataset'], nlp_utils.count(len(args.model_setup),
                                                                      'seed')))
     print(markdown_table(rows, list(rows[0])))
     print(markdown_table(rankings, list(rankings[0])))
+    print(markdown_table(ranked, list(ranked[0])))
+
+
+AUPRC_NOTE = ('\nEvery detector as a ranking (cleanlab\'s own evaluation): AUPRC (average '
+              'precision; tied scores enter together, so a random ranking scores the base rate) '
+              'and precision and recall among the first k = number of flipped labels (equal, '
+              'as k is the number of flips). kNN rule, ranked: training examples by how many dev '
+              'examples they are the nearest neighbour of while contradicting the model\'s '
+              'prediction there (the paper\'s candidates are those with a count above 0; the '
+              'rest tie).\n')
 
 
 # ---------------------------------------------------------------- contrast / candidates

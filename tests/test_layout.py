@@ -48,6 +48,7 @@ LAYERS = {
     'text_datasets': '1',
     'deepknn.data_files': '1',
     'deepknn.text_readers': '1',
+    'deepknn.eval_sets': '1',
     'deepknn.splits': '1',
     'deepknn.word_vectors': '1',
     'deepknn.knn_index': '1',
@@ -71,6 +72,7 @@ LAYERS = {
     'deepknn.feng.input_reduction': '3c',
     'deepknn.rajani.label_issues': '3c',
     'deepknn.rajani.knn_influence': '3c',
+    'deepknn.rajani.robustness': '3c',
     'deepknn.feng.entropy_regularization': '3d',
     'deepknn.feng.measures': '3d',
     # 4 reports
