@@ -137,6 +137,9 @@ def detect(args):
         models.append(model_setup.run_description(setup))
         result = knn_influence.cached_mislabeled_experiment(setup, args.layer, args.batchsize,
                                                             seed=setup.config.label_noise_seed)
+        oos = knn_influence.read_oos_losses(setup)     # scripts/knn_cv_loss.py
+        if oos is not None:
+            result = knn_influence.with_ranking(result, *oos)
         rows += knn_tables.detection_rows(setup, result)
         ranked += knn_tables.ranked_rows(setup, result)
         for name, scores in result['methods'].items():

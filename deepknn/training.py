@@ -340,3 +340,20 @@ def continue_training(out, epoch=None, gpu=-1):
     with result_folder.lock(out, 'training'):
         result_folder.sweep_stale(out)
         resume(out, epoch, gpu)
+
+
+def ensure_trained(config, out):
+    """Train `config` into `out` unless it holds that run finished. An unfinished run of
+    the same settings continues from its last snapshot (a run stopped with the session
+    loses at most an epoch); a run trained with other settings is refused, never reused
+    or replaced."""
+    args_path = os.path.join(out, 'args.json')
+    if os.path.exists(os.path.join(out, 'train_result.json')):
+        check_same_settings(model_setup.read_config(args_path), config, out)
+    elif os.path.exists(os.path.join(out, SNAPSHOT)) and os.path.exists(args_path):
+        check_same_settings(model_setup.read_config(args_path), config, out)
+        print('resuming', out, flush=True)
+        continue_training(out)
+    else:
+        print('training', out, flush=True)
+        train(config, out, force=os.path.exists(out))

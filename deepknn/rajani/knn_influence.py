@@ -199,6 +199,49 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
                        for name, score in scores.items()}}
 
 
+# ---------------------------------------------------------------- out-of-sample loss
+OOS_LOSS = 'out-of-sample loss, {}-fold retrain'   # Chong, Hong & Manning 2022
+
+
+def cv_folds(labels, n_folds, seed):
+    """(N,) fold of each training example: each label's examples in a RandomState(seed)
+    order dealt round-robin, so every fold holds every label in proportion."""
+    labels = np.asarray(labels)
+    folds = np.empty(len(labels), dtype=np.int64)
+    random = np.random.RandomState(seed)
+    for label in np.unique(labels):
+        rows = random.permutation(np.flatnonzero(labels == label))
+        folds[rows] = np.arange(len(rows)) % n_folds
+    return folds
+
+
+def with_ranking(result, name, scores):
+    """A mislabeled_experiment result with one more detector's (N,) scores ranked."""
+    flipped = result['flipped']
+    return dict(result, ranked=dict(result['ranked'], **{name: ranked_scores(scores, flipped)}),
+                curves=dict(result['curves'], **{name: recall_at_fractions(
+                    ranking_of(scores), flipped, FRACTIONS)}))
+
+
+def write_oos_losses(setup, losses, n_folds, seed):
+    """Keep a run's out-of-sample losses (N,) in <result_dir>/cv_oos_loss.json, keyed to
+    its model and training split."""
+    nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'cv_oos_loss.json'), {
+        'key': dknn.activation_key(setup), 'folds': n_folds, 'seed': seed,
+        'losses': np.asarray(losses).tolist()})
+
+
+def read_oos_losses(setup):
+    """(detector name, (N,) losses) of write_oos_losses for this very model, else None."""
+    path = os.path.join(setup.result_dir, 'cv_oos_loss.json')
+    if not os.path.exists(path):
+        return None
+    kept = nlp_utils.read_json(path, 'out-of-sample losses', dict)
+    if kept.get('key') != dknn.activation_key(setup):
+        return None
+    return OOS_LOSS.format(kept['folds']), np.asarray(kept['losses'], dtype=np.float64)
+
+
 def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
     """mislabeled_experiment, kept in <result_dir>/knn_mislabeled.json and reused while
     the model, the training split and the settings are unchanged (a table over more
