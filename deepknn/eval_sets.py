@@ -51,6 +51,7 @@ class EvalSet:
     subcases: list     # the HANS subcase of each pair ('' for ANLI)
     binary: bool       # True for HANS: gold labels are entailment / non-entailment
     paths: list
+    n_bad_lines: int = 0   # malformed rows skipped (skip_bad_lines)
 
     @property
     def label_names(self):
@@ -185,4 +186,4 @@ def load_eval_set(name=None, files=None, data_dir=None, char_based=False, skip_b
                    records=[r for part in parts for r in part[0]],
                    groups=[g for part in parts for g in part[1]],
                    subcases=[s for part in parts for s in part[2]],
-                   binary=the_format == 'hans_tsv', paths=paths)
+                   binary=the_format == 'hans_tsv', paths=paths, n_bad_lines=reading.n_bad_lines)

@@ -44,6 +44,7 @@ def parse_args(argv=None):
                         help='pairs that tune T and tau (default: half of ANLI, 10,000 of HANS)')
     parser.add_argument('--seed', type=nlp_utils.seed, default=0,
                         help='seed of the validation / test split')
+    cli.add_skip_bad_lines(parser)
     parser.add_argument('--layer', type=int, default=-2,
                         help='activation layer (-2: the last hidden layer)')
     cli.add_batchsize(parser)
@@ -57,10 +58,18 @@ def parse_args(argv=None):
 def load_sets(args):
     """[(table name, EvalSet)]: 'HANS-like' results are named so."""
     if args.eval_file:
-        return [(os.path.basename(args.eval_file[0]),
-                 eval_sets.load_eval_set(files=args.eval_file))]
-    return [(name, eval_sets.load_eval_set(name, data_dir=args.data_dir))
-            for name in dict.fromkeys(args.dataset)]
+        sets = [(os.path.basename(args.eval_file[0]), eval_sets.load_eval_set(
+            files=args.eval_file, skip_bad_lines=args.skip_bad_lines))]
+    else:
+        sets = [(name, eval_sets.load_eval_set(name, data_dir=args.data_dir,
+                                               skip_bad_lines=args.skip_bad_lines))
+                for name in dict.fromkeys(args.dataset)]
+    for name, eval_set in sets:
+        if eval_set.n_bad_lines:
+            print('{}: {} skipped'.format(name, nlp_utils.count(eval_set.n_bad_lines,
+                                                                'malformed row')),
+                  file=sys.stderr)
+    return sets
 
 
 def measure(args, sets):

@@ -12,6 +12,7 @@ from deepknn import eval_sets
 from deepknn.rajani import knn_influence
 from deepknn.rajani import robustness
 from nlp_utils import UserError
+from cli_helpers import assert_one_line_error, cli
 import text_datasets
 from test_rajani_known_answers import CENTERS, make_setup, noisy_setup  # noqa: F401
 
@@ -78,6 +79,26 @@ def test_hans_without_its_columns_is_one_error(tmp_path):
                  'entailment\tA .\tA .\th\n')
     with pytest.raises(UserError, match='line 2: expected 5 fields, got 4'):
         eval_sets.load_eval_set(files=[path])
+
+
+def scripts_module(name):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'scripts'))
+    return __import__(name)
+
+
+@pytest.mark.parametrize('argv, fragments', [
+    (['--eval-file', '{bad}'], ('bad.csv line 2:', "gold_label 'x'")),
+    (['--eval-file', '{hans}', '{bad}'], ('pass ANLI .csv files or one HANS file',)),
+    (['--dataset', 'hans-like', '--data-dir', '{tmp}'], ('hans-like:', 'not found'))])
+def test_robustness_command_reports_bad_sets_in_one_line(tmp_path, capsys, argv, fragments):
+    paths = {'bad': write(tmp_path / 'bad.csv', ANLI_HEADER + 'P .,H .,,x,u\n'),
+             'hans': write(tmp_path / 'h.txt', '\t'.join(HANS_HEADER) + '\n'), 'tmp': tmp_path}
+    out = tmp_path / 'tables'
+    status, err = cli(scripts_module('knn_robustness').main,
+                      ['--model-setup', str(tmp_path / 'no-run'), '--out', str(out)] +
+                      [a.format(**paths) for a in argv], capsys)
+    assert_one_line_error(status, err, *fragments)
+    assert not out.exists()
 
 
 def test_anli_is_an_eval_file_of_an_snli_model_and_hans_is_refused(tmp_path):
@@ -211,9 +232,54 @@ def test_cv_folds_are_stratified_seeded_and_cover_every_example():
 
 
 def test_fold_files_read_back_to_the_same_tokens(tmp_path):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'scripts'))
-    import knn_cv_loss
+    knn_cv_loss = scripts_module('knn_cv_loss')
     pairs = [((['A', 'man', "'", 's', 'hat', '.'], ['Not', '"', 'here', '"']), 2)]
     path = write(tmp_path / 'train.tsv', knn_cv_loss.split_text(pairs, text_datasets.SNLI_LABELS,
                                                                  True))
     assert text_datasets.read_eval_file(path, 'cad-snli', text_datasets.SNLI_LABELS) == pairs
+
+
+def test_robustness_command_end_to_end_on_a_tiny_snli_model(tmp_path, capsys):
+    import json
+    import csv as csv_module
+    import run_dknn
+    import train_text_classifier
+    verbs = ['sits', 'waits', 'sleeps']
+    rng = np.random.RandomState(0)
+    train = [json.dumps({'sentence1': 'a man sits outside .', 'gold_label': label,
+                         'sentence2': 'a man {} outside'.format(verbs[i])})
+             for i, label in enumerate(text_datasets.SNLI_LABELS) for _ in range(30)]
+    (tmp_path / 'train.jsonl').write_text('\n'.join(train) + '\n')
+    (tmp_path / 'test.jsonl').write_text('\n'.join(train[::10]) + '\n')
+    out = tmp_path / 'run'
+    train_text_classifier.main([
+        '--dataset', 'snli', '--train-file', str(tmp_path / 'train.jsonl'), '--test-file',
+        str(tmp_path / 'test.jsonl'), '--model', 'bow', '--unit', '8', '--embed-dim', '6',
+        '--epoch', '3', '--n-calib', '9', '--min-freq', '1', '--out', str(out)])
+    anli = [write(tmp_path / 'ANLI_analysis_r{}_dev.csv'.format(r), ANLI_HEADER + ''.join(
+        'a man sits outside .,a man {} outside,,{},u\n'.format(verbs[i], 'enc'[i])
+        for i in rng.randint(3, size=6))) for r in (1, 2)]
+    hans = write(tmp_path / 'heuristics_evaluation_set.txt', '\t'.join(HANS_HEADER) + '\n' + ''.join(
+        hans_line(gold, 'a man sits outside .', 'a man {} outside'.format(verb), h, h + gold[:1])
+        for h in ('lexical_overlap', 'subsequence', 'constituent')
+        for gold, verb in (('entailment', 'sits'), ('non-entailment', 'sleeps')) for _ in range(3)))
+    tables = tmp_path / 'tables'
+    for files, name in ((anli, 'anli'), ([hans], 'hans')):
+        status, err = cli(scripts_module('knn_robustness').main, [
+            '--model-setup', str(out), '--eval-file', *files, '--k', '5', '--out', str(tables),
+            '--name', name], capsys)
+        assert status == 0, err
+    with open(str(tables / 'hans_table6.csv')) as f:
+        table6 = list(csv_module.DictReader(f))
+    assert [r['slice'] for r in table6 if r['run'] == 'run'] == \
+        ['constituent', 'lexical_overlap', 'subsequence']
+    assert [r['n'] for r in table6 if r['run'] == 'run'] == ['2', '2', '2']   # 6 of 18 pairs validate
+    assert len([r for r in table6 if r['run'] == 'paper']) == 6
+    with open(str(tables / 'anli_groups.csv')) as f:
+        assert [(r['slice'], r['n']) for r in csv_module.DictReader(f)] == [('R1', '3'), ('R2', '3')]
+    assert 'Produced by' in (tables / 'anli_table4.md').read_text()
+    cached = out / 'knn_robustness_heuristics_evaluation_set.txt.json'
+    assert cached.exists()
+    run_dknn.main(['--model-setup', str(out), '--k', '5', '--eval-file', anli[0],
+                   '--backend', 'faiss'])
+    assert any('ANLI_analysis_r1_dev' in name for name in os.listdir(str(out)))
