@@ -111,6 +111,17 @@ def test_anli_is_an_eval_file_of_an_snli_model_and_hans_is_refused(tmp_path):
         text_datasets.read_eval_file(hans, 'snli', text_datasets.SNLI_LABELS)
 
 
+def test_official_hans_is_found_by_name_also_gzipped(tmp_path):
+    (tmp_path / 'hans').mkdir()
+    write(tmp_path / 'hans' / 'heuristics_evaluation_set.txt.gz', '\t'.join(HANS_HEADER) + '\n' +
+          hans_line('non-entailment', 'A b .', 'B a .', 'lexical_overlap', 'ln_swap'), True)
+    read = eval_sets.load_eval_set('hans', data_dir=str(tmp_path))
+    assert read.binary and read.records == [((['A', 'b', '.'], ['B', 'a', '.']), 'non-entailment')]
+    assert (read.groups, read.subcases) == (['lexical_overlap'], ['ln_swap'])
+    with pytest.raises(UserError, match='anli: ANLI_analysis_r1_dev.csv not found'):
+        eval_sets.load_eval_set('anli', data_dir=str(tmp_path))
+
+
 @pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, 'anli')), reason='no offline data')
 def test_offline_sets_have_their_published_sizes():
     anli = eval_sets.load_eval_set('anli', data_dir=DATA)
