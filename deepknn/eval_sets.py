@@ -57,6 +57,12 @@ class EvalSet:
     def label_names(self):
         return list(HANS_LABELS) if self.binary else list(ANLI_LABELS.values())
 
+    def subset(self, rows, name):
+        """The pairs at `rows` (in that order) as an EvalSet called `name`."""
+        pick = lambda values: [values[i] for i in rows]
+        return dataclasses.replace(self, name=name, records=pick(self.records),
+                                   groups=pick(self.groups), subcases=pick(self.subcases))
+
 
 def _csv_rows(path, reading, delimiter, quoting):
     """(first line number, row) of a CSV/TSV file (gzip when it ends in .gz), header

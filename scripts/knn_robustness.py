@@ -44,6 +44,9 @@ def parse_args(argv=None):
                         help='pairs that tune T and tau (default: half of ANLI, 10,000 of HANS)')
     parser.add_argument('--seed', type=nlp_utils.seed, default=0,
                         help='seed of the validation / test split')
+    parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+                        help='a seeded sample of N pairs per set, balanced like the split '
+                             '(for slow models; the tables name the set <name>-<N>)')
     cli.add_skip_bad_lines(parser)
     parser.add_argument('--layer', type=int, default=-2,
                         help='activation layer (-2: the last hidden layer)')
@@ -56,19 +59,20 @@ def parse_args(argv=None):
 
 
 def load_sets(args):
-    """[(table name, EvalSet)]: 'HANS-like' results are named so."""
+    """[EvalSet], each named as its tables call it: 'anli', 'hans-like' (results on it are
+    HANS-like), a file name, or '<name>-<N>' for a --limit sample."""
     if args.eval_file:
-        sets = [(os.path.basename(args.eval_file[0]), eval_sets.load_eval_set(
-            files=args.eval_file, skip_bad_lines=args.skip_bad_lines))]
+        sets = [eval_sets.load_eval_set(files=args.eval_file, skip_bad_lines=args.skip_bad_lines)]
     else:
-        sets = [(name, eval_sets.load_eval_set(name, data_dir=args.data_dir,
-                                               skip_bad_lines=args.skip_bad_lines))
+        sets = [eval_sets.load_eval_set(name, data_dir=args.data_dir,
+                                        skip_bad_lines=args.skip_bad_lines)
                 for name in dict.fromkeys(args.dataset)]
-    for name, eval_set in sets:
+    for eval_set in sets:
         if eval_set.n_bad_lines:
-            print('{}: {} skipped'.format(name, nlp_utils.count(eval_set.n_bad_lines,
-                                                                'malformed row')),
-                  file=sys.stderr)
+            print('{}: {} skipped'.format(eval_set.name, nlp_utils.count(
+                eval_set.n_bad_lines, 'malformed row')), file=sys.stderr)
+    if args.limit:
+        sets = [robustness.balanced_sample(eval_set, args.limit, args.seed) for eval_set in sets]
     return sets
 
 
@@ -81,7 +85,8 @@ def measure(args, sets):
             setup = model_setup.load_setup(path, args.gpu, args.data_dir)
             locks.enter_context(result_folder.lock(setup.result_dir, 'knn_robustness.py'))
             models.append(model_setup.run_description(setup))
-            for set_name, eval_set in sets:
+            for eval_set in sets:
+                set_name = eval_set.name
                 result = robustness.cached_robustness_experiment(
                     setup, eval_set, args.layer, args.batchsize, args.k, args.seed,
                     args.n_validation)
@@ -107,7 +112,7 @@ def main(argv=None):
     cli.check_new_outputs([stem + '.md' for stem in stems.values()], args.overwrite)
     sets = load_sets(args)
     tables, models = measure(args, sets)
-    tables['table4'] += robustness_tables.paper_table4_rows([name for name, _ in sets])
+    tables['table4'] += robustness_tables.paper_table4_rows(sets)
     if tables['table6']:
         tables['table6'] += robustness_tables.paper_table6_rows()
     header = ('kNN backoff (Rajani et al. 2020) at k={} on {}: T and tau tuned on a seeded '
@@ -115,7 +120,7 @@ def main(argv=None):
               'subcases, accuracy on the rest; HANS predictions collapsed to entailment / '
               'non-entailment. Our models are trained on SNLI-style data (proxies), not on '
               'ANLI\'s train split as the paper\'s; results on the generated HANS copy are '
-              'HANS-like.\n{}\n{}\n'.format(args.k, ', '.join(name for name, _ in sets),
+              'HANS-like.\n{}\n{}\n'.format(args.k, ', '.join(s.name for s in sets),
                                             args.seed, model_setup.models_line(models),
                                             cli.provenance()))
     writes = []

@@ -294,3 +294,14 @@ def test_robustness_command_end_to_end_on_a_tiny_snli_model(tmp_path, capsys):
     run_dknn.main(['--model-setup', str(out), '--k', '5', '--eval-file', anli[0],
                    '--backend', 'faiss'])
     assert any('ANLI_analysis_r1_dev' in name for name in os.listdir(str(out)))
+
+
+def test_a_limited_hans_set_is_a_balanced_sample():
+    heuristics = list(np.repeat(list(eval_sets.HEURISTICS), 60))
+    subcases = ['{}_{}'.format(h, i % 2) for i, h in enumerate(heuristics)]
+    full = eval_sets.EvalSet('hans-like', [(([str(i)], ['x']), 'entailment') for i in range(180)],
+                             heuristics, subcases, True, [])
+    sample = robustness.balanced_sample(full, 30, seed=0)
+    assert sample.name == 'hans-like-30' and len(sample.records) == 30
+    assert sorted(np.unique(sample.subcases, return_counts=True)[1]) == [5] * 6
+    assert robustness.balanced_sample(full, 500, seed=0) is full

@@ -58,6 +58,16 @@ def balanced_split(groups, n_validation, seed, subgroups=None):
     return validation, np.setdiff1d(np.arange(len(groups)), validation)
 
 
+def balanced_sample(eval_set, n, seed):
+    """n pairs of eval_set drawn as balanced_split draws a validation part (by group,
+    then HANS subcase), in file order, named '<name>-<n>'; all of it when n covers it."""
+    if n >= len(eval_set.records):
+        return eval_set
+    rows = balanced_split(eval_set.groups, n, seed,
+                          eval_set.subcases if eval_set.binary else None)[0]
+    return eval_set.subset(rows, '{}-{}'.format(eval_set.name, n))
+
+
 def default_validation_size(eval_set):
     """The paper's 10,000 for a full HANS set (a third of a smaller one); half of ANLI."""
     n = len(eval_set.records)

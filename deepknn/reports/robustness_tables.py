@@ -26,18 +26,15 @@ def table4_row(setup, set_name, result):
         'n_test': result['n_test']})
 
 
-def paper_table4_rows(set_names):
-    """The paper's BERT and RoBERTa rows for the sets we ran (ANLI, HANS-like as HANS)."""
-    rows = []
-    for encoder, (model, knn_model) in paper_numbers.ROBUSTNESS.items():
-        for set_name in set_names:
-            column = 'hans' if set_name.startswith('hans') else set_name
-            if column in model:
-                rows.append({'run': 'paper', 'trained on': 'ANLI train (162,865)',
-                             'encoder': encoder, 'evaluated on': column,
-                             'model': model[column], 'kNN-model': knn_model[column],
-                             'tau': paper_numbers.ROBUSTNESS_TAU[encoder][column]})
-    return rows
+def paper_table4_rows(eval_sets):
+    """The paper's BERT and RoBERTa rows for the kinds of set we ran (ANLI; HANS, whose
+    column a HANS-like set sits beside)."""
+    columns = dict.fromkeys('hans' if eval_set.binary else 'anli' for eval_set in eval_sets)
+    return [{'run': 'paper', 'trained on': 'ANLI train (162,865)', 'encoder': encoder,
+             'evaluated on': column, 'model': model[column], 'kNN-model': knn_model[column],
+             'tau': paper_numbers.ROBUSTNESS_TAU[encoder][column]}
+            for encoder, (model, knn_model) in paper_numbers.ROBUSTNESS.items()
+            for column in columns]
 
 
 def group_rows(setup, set_name, result, part='groups'):
