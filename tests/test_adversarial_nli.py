@@ -194,7 +194,8 @@ def test_backoff_on_hans_collapses_predictions_and_reports_each_heuristic(hans_r
         'h1': {'n': 2, 'model': 1.0, 'backoff': 1.0},          # neutral counts as right
         'h2': {'n': 2, 'model': 1.0, 'backoff': 1.0},
         'h3': {'n': 2, 'model': 0.0, 'backoff': 1.0}}
-    assert result['subcases']['h2_e'] == {'n': 2, 'model': 0.0, 'backoff': 1.0}
+    assert result['subcases']['h2_e'] == {'n': 2, 'model': 0.0, 'backoff': 1.0,
+                                          'gold': 'entailment'}
     assert len(result['subcases']) == 6
 
 

@@ -148,6 +148,9 @@ def robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, se
     if eval_set.binary:
         result['not_entail'] = slice_accuracies(groups, gold[test], predictions, gold[test] == 1)
         result['subcases'] = slice_accuracies(subcases, gold[test], predictions, every)
+        for name, scores in result['subcases'].items():   # a HANS subcase has one label
+            labels = {eval_sets.HANS_LABELS[g] for g in gold[test][subcases == name]}
+            scores['gold'] = ' / '.join(sorted(labels))
     return result
 
 
@@ -158,7 +161,7 @@ def cached_robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPE
     several runs resumes where a stopped one left off."""
     path = os.path.join(setup.result_dir, 'knn_robustness_{}.json'.format(
         re.sub(r'[^A-Za-z0-9_.-]+', '_', eval_set.name)))
-    key = '{}|{}|layer {}|k {}|seed {}|validation {}'.format(
+    key = 'v2|{}|{}|layer {}|k {}|seed {}|validation {}'.format(
         dknn.activation_key(setup), '+'.join(map(nlp_utils.file_digest, eval_set.paths)),
         layer, k, seed, n_validation)
     if os.path.exists(path):

@@ -109,13 +109,18 @@ def ranked_rows(setup, result):
             for name, scores in result['ranked'].items()]
 
 
+def _mean(values):
+    """The mean to 3 decimals; a value every seed shares as it is (167, not 167.0)."""
+    return values[0] if len(set(values)) == 1 else round(float(np.mean(values)), 3)
+
+
 def mean_rows(rows, key='method', spread='f1'):
     """Per method (or ranking: `key`), the seed mean of every number and the seeds'
     range of the `spread` column ('F1 0.700-0.800')."""
     means = []
     for method in dict.fromkeys(row[key] for row in rows):
         mine = [row for row in rows if row[key] == method]
-        mean = {column: round(float(np.mean([row[column] for row in mine])), 3)
+        mean = {column: _mean([row[column] for row in mine])
                 for column in mine[0] if column not in ('run', 'dataset', 'seed', key)}
         values = [row[spread] for row in mine]
         means.append(dict(mean, **{'run': 'mean of ' + nlp_utils.count(len(mine), 'seed'),

@@ -41,6 +41,7 @@ def group_rows(setup, set_name, result, part='groups'):
     """Test-part accuracy (%) per ANLI round or HANS heuristic ('groups'), the same on
     HANS's non-entailment pairs ('not_entail', Table 6) or per HANS subcase ('subcases')."""
     return [dict(_run(setup), **{'evaluated on': set_name, 'slice': name, 'n': scores['n'],
+                                 **({'gold': scores['gold']} if 'gold' in scores else {}),
                                  'model': knn_tables.percent(scores['model']),
                                  'kNN-model': knn_tables.percent(scores['backoff'])})
             for name, scores in result[part].items()]
