@@ -195,12 +195,13 @@ rajani-glove: venv
 # docs/robustness.md); MiniLM runs join the tables when `make rajani-minilm` /
 # `minilm-results` have trained them. Resumable: every model x set result, detection and
 # fold model is kept in its run folder.
-ROBUST_GLOVE := cad-snli_cnn snli_cnn
+ROBUST_GLOVE := cad-snli_cnn cad-snli-augmented_cnn snli_cnn
 ROBUST_MINILM := cad-snli-snlieval_minilm cad-snli-augmented_minilm snli_minilm
 ROBUST_RUNS = $(ROBUST_GLOVE:%=results/%/args.json) $(patsubst %train_result.json,%args.json,\
 	$(wildcard $(ROBUST_MINILM:%=results/%/train_result.json)))
 rajani-robustness: venv
 	RUN=cad-snli_cnn scripts/train_and_dknn.sh cad-snli cnn --n-calib 167
+	RUN=cad-snli-augmented_cnn scripts/train_and_dknn.sh cad-snli-augmented cnn --n-calib 833
 	scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY)
 	for s in $(NOISE_SEEDS); do \
 	  RUN=cad-snli_cnn_noise_s$$s scripts/train_and_dknn.sh cad-snli cnn --n-calib 0 $(FLIP) && \

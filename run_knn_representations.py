@@ -179,7 +179,7 @@ def detect(args):
 AUPRC_NOTE = ('\nEvery detector as a ranking (cleanlab\'s own evaluation): AUPRC (average '
               'precision; tied scores enter together, so a random ranking scores the base rate) '
               'and precision and recall among the first k = number of flipped labels (equal, '
-              'as k is the number of flips). kNN rule, ranked: training examples by how many dev '
+              'as k is the number of flips). kNN rule (counts): training examples by how many dev '
               'examples they are the nearest neighbour of while contradicting the model\'s '
               'prediction there (the paper\'s candidates are those with a count above 0; the '
               'rest tie).\n')

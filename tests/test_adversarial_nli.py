@@ -230,8 +230,8 @@ def test_detection_ranks_every_detector(noisy_setup):
     ranked = result['ranked']
     assert ranked['training loss']['auprc'] == 1.0      # highest loss on exactly the flips
     # the rule's six candidates (count 1 each, ties by index) hold five of the six flips
-    assert ranked['kNN rule, ranked']['precision_at_k'] == pytest.approx(5 / 6)
-    assert ranked['kNN rule, ranked']['base_rate'] == pytest.approx(0.1)
+    assert ranked['kNN rule (counts)']['precision_at_k'] == pytest.approx(5 / 6)
+    assert ranked['kNN rule (counts)']['base_rate'] == pytest.approx(0.1)
 
 
 def test_cv_folds_are_stratified_seeded_and_cover_every_example():

@@ -157,7 +157,7 @@ def self_vote_ranking(classifier, train_vectors, losses, k=16):
 
 FRACTIONS = np.round(np.linspace(0, 1, 101), 2)
 PAPER_RULE = 'kNN rule (paper)'     # the flagged set of candidate_mislabeled
-RULE_RANKING = 'kNN rule, ranked'  # its training examples by rule_counts
+RULE_RANKING = 'kNN rule (counts)'  # its training examples by rule_counts
 
 
 def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
@@ -247,7 +247,7 @@ def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
     the model, the training split and the settings are unchanged (a table over more
     seeds then only runs the new ones). Arrays come back as lists."""
     path = os.path.join(setup.result_dir, 'knn_mislabeled.json')
-    key = 'v2|{}|layer {}|seed {}|{}'.format(dknn.activation_key(setup), layer, seed,
+    key = 'v3|{}|layer {}|seed {}|{}'.format(dknn.activation_key(setup), layer, seed,
                                           ','.join(map(str, setup.splits.flipped_indices)))
     if os.path.exists(path):
         cached = nlp_utils.read_json(path, 'detection cache', dict)
