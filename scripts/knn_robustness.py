@@ -10,7 +10,7 @@ HANS predictions are collapsed to entailment / non-entailment. Writes NAME_table
 (accuracy, with Table 5's tau and T), NAME_groups (per ANLI round / HANS heuristic),
 NAME_table6 (HANS not-entail accuracy per heuristic) and NAME_hans_subcases (the 30
 subcases), each .md and .csv. Every model/set result is cached in its run folder
-(knn_robustness_<set>.json), so a stopped run resumes.
+(knn_robustness_<set>_seed<S>.json), so a stopped run resumes.
 """
 import contextlib
 import os

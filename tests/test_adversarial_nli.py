@@ -290,7 +290,7 @@ def test_robustness_command_end_to_end_on_a_tiny_snli_model(tmp_path, capsys):
     with open(str(tables / 'anli_groups.csv')) as f:
         assert [(r['slice'], r['n']) for r in csv_module.DictReader(f)] == [('R1', '3'), ('R2', '3')]
     assert 'Produced by' in (tables / 'anli_table4.md').read_text()
-    cached = out / 'knn_robustness_heuristics_evaluation_set.txt.json'
+    cached = out / 'knn_robustness_heuristics_evaluation_set.txt_seed0.json'
     assert cached.exists()
     run_dknn.main(['--model-setup', str(out), '--k', '5', '--eval-file', anli[0],
                    '--backend', 'faiss'])

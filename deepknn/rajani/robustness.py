@@ -156,11 +156,11 @@ def robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, se
 
 def cached_robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, seed=0,
                                  n_validation=None):
-    """robustness_experiment, kept in <result_dir>/knn_robustness_<set name>.json and reused
+    """robustness_experiment, kept in <result_dir>/knn_robustness_<set>_seed<S>.json and reused
     while the model, the evaluation files and the settings are unchanged, so a table over
     several runs resumes where a stopped one left off."""
-    path = os.path.join(setup.result_dir, 'knn_robustness_{}.json'.format(
-        re.sub(r'[^A-Za-z0-9_.-]+', '_', eval_set.name)))
+    path = os.path.join(setup.result_dir, 'knn_robustness_{}_seed{}.json'.format(
+        re.sub(r'[^A-Za-z0-9_.-]+', '_', eval_set.name), seed))
     key = 'v2|{}|{}|layer {}|k {}|seed {}|validation {}'.format(
         dknn.activation_key(setup), '+'.join(map(nlp_utils.file_digest, eval_set.paths)),
         layer, k, seed, n_validation)
