@@ -214,5 +214,8 @@ rajani-robustness: venv
 	      $(foreach s,$(NOISE_SEEDS),results/$${d}_cnn_noise_s$(s)/args.json) \
 	      --out results/knn_mislabeled_$${d}_cnn || exit 1; done
 	$(PY) scripts/knn_robustness.py --overwrite --model-setup $(ROBUST_RUNS) \
-	    --dataset anli hans-like --data-dir $(DKNN_DATA_DIR) --name knn_robustness
+	    --dataset anli hans-like --data-dir $(DKNN_DATA_DIR) --seed 0 --name knn_robustness
+	for s in 1 2; do $(PY) scripts/knn_robustness.py --overwrite --model-setup $(ROBUST_RUNS) \
+	    --dataset anli hans-like --data-dir $(DKNN_DATA_DIR) --seed $$s \
+	    --name knn_robustness_seed$$s || exit 1; done
 
