@@ -68,8 +68,12 @@ def _csv_rows(path, reading, delimiter, quoting):
     """(first line number, row) of a CSV/TSV file (gzip when it ends in .gz), header
     included; a quoted ANLI context may span several lines."""
     if path.endswith('.gz'):
-        with gzip.open(path, 'rt', encoding='utf-8', newline='') as f:
-            lines = [(n, line.rstrip('\r\n')) for n, line in enumerate(f, 1)]
+        try:
+            with gzip.open(path, 'rt', encoding='utf-8', newline='') as f:
+                lines = [(n, line.rstrip('\r\n')) for n, line in enumerate(f, 1)]
+        except (OSError, EOFError, UnicodeDecodeError) as error:
+            raise UserError('{} is not gzipped UTF-8 text ({}); pass the file as '
+                            'published or unpacked'.format(path, error))
     else:
         lines = list(text_readers._text_lines(path, reading))   # encodings, control chars
     rows = csv.reader((text for _, text in lines), delimiter=delimiter, quoting=quoting)
@@ -93,7 +97,7 @@ def _pairs(path, reading, spec):
     label map or None, the group of a file without a group column)."""
     delimiter, quoting, names, label_map, file_group = spec
     rows = _csv_rows(path, reading, delimiter, quoting)
-    start, header = next(rows, (1, []))
+    _, header = next(rows, (1, []))
     columns = _header_columns(header, names, path)
     for line, row in rows:
         if not any(value.strip() for value in row):
@@ -106,7 +110,7 @@ def _pairs(path, reading, spec):
         label = (label_map or {}).get(values[2], values[2])
         if not (values[0] and values[1]):
             reading.bad(path, where, 'empty {} or {}'.format(names[0], names[1]))
-        elif label not in (label_map or {}).values() and label not in HANS_LABELS:
+        elif label not in (label_map.values() if label_map else HANS_LABELS):
             reading.bad(path, where, '{} {!r} is not one of {}'.format(
                 names[2], values[2], ', '.join(label_map or HANS_LABELS)))
         else:

@@ -52,6 +52,7 @@ def test_anli_csv_reads_labels_rounds_and_quoted_multiline_contexts(tmp_path):
 @pytest.mark.parametrize('row, problem', [
     ('The sky.,,,e,u3\n', 'empty context or statement'),
     ('The sky.,It is.,,x,u3\n', "gold_label 'x' is not one of e, n, c"),
+    ('The sky.,It is.,,non-entailment,u3\n', "gold_label 'non-entailment' is not one of"),
     ('The sky.,It is.\n', 'expected 5 fields, got 2')])
 def test_malformed_anli_row_names_file_and_line(tmp_path, row, problem):
     # the quoted context spans lines 2-3, so the bad row starts on line 4
@@ -72,6 +73,13 @@ def test_malformed_hans_row_names_file_and_line(tmp_path, compress):
     with pytest.raises(UserError, match=r"line 3: gold_label 'contradiction' is not one of "
                                         r"entailment, non-entailment"):
         eval_sets.load_eval_set(files=[path])
+
+
+def test_a_broken_gzip_is_one_error(tmp_path):
+    path = write(tmp_path / 'heuristics_evaluation_set.txt.gz', 'not gzipped')
+    with pytest.raises(UserError, match='is not gzipped UTF-8 text'):
+        eval_sets.read_pairs(path, text_datasets.text_readers.Reading(
+            False, False, False, False, None), 'hans_tsv')
 
 
 def test_hans_without_its_columns_is_one_error(tmp_path):
