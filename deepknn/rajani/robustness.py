@@ -139,19 +139,26 @@ def robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, se
     predictions = {'model': knn.predicted(proba[test], collapse),
                    'backoff': knn.backoff_predictions(proba[test], test_knn, signal[test],
                                                       choice.threshold, collapse)}
-    every = np.ones(len(test), dtype=bool)
-    groups, subcases = (np.asarray(keys)[test] for keys in (eval_set.groups, eval_set.subcases))
     result = {'choice': choice.__dict__, 'n_validation': len(validation), 'n_test': len(test),
               'test': knn.backoff_scores(proba[test], test_knn, signal[test], choice.threshold,
-                                         gold[test], collapse),
-              'groups': slice_accuracies(groups, gold[test], predictions, every)}
+                                         gold[test], collapse)}
+    return dict(result, **breakdown_on_test(eval_set, test, gold[test], predictions))
+
+
+def breakdown_on_test(eval_set, test, gold, predictions):
+    """Accuracies on the test rows (M,) per group ('groups'); for HANS also per group on
+    non-entailment pairs ('not_entail', Table 6) and per subcase with its gold label
+    ('subcases'). gold (M,); predictions: {name: (M,) ids}."""
+    every = np.ones(len(test), dtype=bool)
+    groups, subcases = (np.asarray(keys)[test] for keys in (eval_set.groups, eval_set.subcases))
+    parts = {'groups': slice_accuracies(groups, gold, predictions, every)}
     if eval_set.binary:
-        result['not_entail'] = slice_accuracies(groups, gold[test], predictions, gold[test] == 1)
-        result['subcases'] = slice_accuracies(subcases, gold[test], predictions, every)
-        for name, scores in result['subcases'].items():   # a HANS subcase has one label
-            labels = {eval_sets.HANS_LABELS[g] for g in gold[test][subcases == name]}
+        parts['not_entail'] = slice_accuracies(groups, gold, predictions, gold == 1)
+        parts['subcases'] = slice_accuracies(subcases, gold, predictions, every)
+        for name, scores in parts['subcases'].items():   # a HANS subcase has one label
+            labels = {eval_sets.HANS_LABELS[g] for g in gold[subcases == name]}
             scores['gold'] = ' / '.join(sorted(labels))
-    return result
+    return parts
 
 
 def cached_robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, seed=0,
