@@ -9,10 +9,11 @@ backoff: tune k, T and tau on dev, report test accuracy of the model alone and w
 backoff (and with DkNN credibility as the switch); explain: the nearest training
 examples of some examples as JSON and HTML; retrieved: the training examples retrieved
 most often over a split; detect: mislabeled-example detection on runs trained with
---label-noise, with the paper's Figure 4, beside cleanlab; contrast: two runs (original vs
-augmented split) on the negation slice, and the neighbours of the examples one of them
-gets right (Tables 1-2); candidates: a sample of the rule's candidate mislabeled examples
-(Table 3).
+--label-noise, with the paper's Figure 4, beside cleanlab, every detector also ranked
+(AUPRC, P/R at k; with scripts/knn_cv_loss.py's out-of-sample losses where a run has
+them); contrast: two runs (original vs augmented split) on the negation slice, and the
+neighbours of the examples one of them gets right (Tables 1-2); candidates: a sample of
+the rule's candidate mislabeled examples (Table 3).
 """
 import argparse
 import contextlib
