@@ -169,9 +169,9 @@ def detect(args):
     ranked += knn_tables.mean_rows(ranked, 'ranking', 'auprc')
     write_table(args.out + '_auprc', ranked, list(ranked[0]), header + AUPRC_NOTE)
     knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
-                             'Flipped-label recall, {} ({})'.format(
-                                 rows[0]['dataset'], nlp_utils.count(len(args.model_setup),
-                                                                     'seed')))
+                             'Flipped-label recall, {}, {:,} dev pairs ({})'.format(
+                                 rows[0]['dataset'], ranked[0]['dev_pairs'],
+                                 nlp_utils.count(len(args.model_setup), 'seed')))
     print(markdown_table(rows, list(rows[0])))
     print(markdown_table(rankings, list(rankings[0])))
     print(markdown_table(ranked, list(ranked[0])))
