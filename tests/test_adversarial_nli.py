@@ -314,3 +314,14 @@ def test_a_limited_hans_set_is_a_balanced_sample():
     assert sample.name == 'hans-like-30' and len(sample.records) == 30
     assert sorted(np.unique(sample.subcases, return_counts=True)[1]) == [5] * 6
     assert robustness.balanced_sample(full, 500, seed=0) is full
+
+
+def test_out_of_sample_losses_are_read_back_only_for_their_model(tmp_path, monkeypatch):
+    from deepknn import dknn
+    setup = types.SimpleNamespace(result_dir=str(tmp_path))
+    monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model A')
+    knn_influence.write_oos_losses(setup, np.array([0.5, 2.0]), 5, 0)
+    name, losses = knn_influence.read_oos_losses(setup)
+    assert name == 'out-of-sample loss, 5-fold retrain' and losses.tolist() == [0.5, 2.0]
+    monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model B')   # retrained since
+    assert knn_influence.read_oos_losses(setup) is None
