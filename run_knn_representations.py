@@ -9,10 +9,11 @@ backoff: tune k, T and tau on dev, report test accuracy of the model alone and w
 backoff (and with DkNN credibility as the switch); explain: the nearest training
 examples of some examples as JSON and HTML; retrieved: the training examples retrieved
 most often over a split; detect: mislabeled-example detection on runs trained with
---label-noise, with the paper's Figure 4, beside cleanlab; contrast: two runs (original vs
-augmented split) on the negation slice, and the neighbours of the examples one of them
-gets right (Tables 1-2); candidates: a sample of the rule's candidate mislabeled examples
-(Table 3).
+--label-noise, with the paper's Figure 4, beside cleanlab, every detector also ranked
+(AUPRC, P/R at k; with scripts/knn_cv_loss.py's out-of-sample losses where a run has
+them); contrast: two runs (original vs augmented split) on the negation slice, and the
+neighbours of the examples one of them gets right (Tables 1-2); candidates: a sample of
+the rule's candidate mislabeled examples (Table 3).
 """
 import argparse
 import contextlib
@@ -129,16 +130,20 @@ def retrieved(args):
 
 # ---------------------------------------------------------------- detect
 def detect(args):
-    cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '.png')],
-                          args.overwrite)
-    rows, curves, points, models = [], {}, {}, []
+    cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '_auprc.md',
+                                                            '.png')], args.overwrite)
+    rows, ranked, curves, points, models = [], [], {}, {}, []
     setups = [load(args, path) for path in args.model_setup]
     knn_tables.check_seed_replicates([setup.config for setup in setups], args.model_setup)
     for setup in setups:
         models.append(model_setup.run_description(setup))
         result = knn_influence.cached_mislabeled_experiment(setup, args.layer, args.batchsize,
                                                             seed=setup.config.label_noise_seed)
+        oos = knn_influence.read_oos_losses(setup)     # scripts/knn_cv_loss.py
+        if oos is not None:
+            result = knn_influence.with_ranking(result, *oos)
         rows += knn_tables.detection_rows(setup, result)
+        ranked += knn_tables.ranked_rows(setup, result)
         for name, scores in result['methods'].items():
             points.setdefault(name, []).append((scores['fraction_inspected'], scores['recall']))
         for name, curve in result['curves'].items():
@@ -162,12 +167,24 @@ def detect(args):
                        if row['method'] == knn_influence.PAPER_RULE)
     rankings = knn_tables.ranking_rows(curves, rule_recall)
     write_table(args.out + '_rankings', rankings, list(rankings[0]), header)
+    ranked += knn_tables.mean_rows(ranked, 'ranking', 'auprc')
+    write_table(args.out + '_auprc', ranked, list(ranked[0]), header + AUPRC_NOTE)
     knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
-                             'Flipped-label recall, {} ({})'.format(
-                                 rows[0]['dataset'], nlp_utils.count(len(args.model_setup),
-                                                                     'seed')))
+                             'Flipped-label recall, {}, {:,} dev pairs ({})'.format(
+                                 rows[0]['dataset'], ranked[0]['dev_pairs'],
+                                 nlp_utils.count(len(args.model_setup), 'seed')))
     print(markdown_table(rows, list(rows[0])))
     print(markdown_table(rankings, list(rankings[0])))
+    print(markdown_table(ranked, list(ranked[0])))
+
+
+AUPRC_NOTE = ('\nEvery detector as a ranking (cleanlab\'s own evaluation): AUPRC (average '
+              'precision; tied scores enter together, so a random ranking scores the base rate) '
+              'and precision and recall among the first k = number of flipped labels (equal, '
+              'as k is the number of flips). kNN rule (counts): training examples by how many dev '
+              'examples they are the nearest neighbour of while contradicting the model\'s '
+              'prediction there (the paper\'s candidates are those with a count above 0; the '
+              'rest tie).\n')
 
 
 # ---------------------------------------------------------------- contrast / candidates

@@ -15,6 +15,7 @@ from typing import List, Optional, Tuple, Union
 import numpy as np
 
 from deepknn import data_files
+from deepknn import eval_sets
 from deepknn import text_readers
 from nlp_utils import UserError
 
@@ -332,10 +333,28 @@ def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=Fal
                        integer_labels=reader_format == 'labeled_lines' and name != 'custom',
                        label_names=list(label_names),
                        aliases=dict(zip(display_names, label_names)) if display_names else None)
-    records = text_readers.READERS[reader_format](path, reading)
+    if reader_format in text_readers.PAIR_FORMATS and eval_sets.file_format(path):
+        records = _adversarial_nli_records(path, reading, label_names)
+    else:
+        records = text_readers.READERS[reader_format](path, reading)
     if not records:
         raise UserError('--eval-file {} has no usable examples'.format(path))
     return _with_label_ids(records, label_names)
+
+
+def _adversarial_nli_records(path, reading, label_names):
+    """An ANLI CSV as an NLI model's evaluation file; HANS's two-way labels need the
+    collapsed evaluation of scripts/knn_robustness.py."""
+    if eval_sets.file_format(path) == 'hans_tsv':
+        raise UserError('--eval-file {}: HANS labels are entailment / non-entailment; evaluate '
+                        'it with scripts/knn_robustness.py --eval-file, which collapses a 3-way '
+                        'model\'s predictions'.format(path))
+    records = eval_sets.read_pairs(path, reading, 'anli_csv')[0]
+    for _, label in records:
+        if label not in label_names:
+            raise UserError('--eval-file {}: ANLI label {!r} is not one of the model\'s labels '
+                            '({})'.format(path, label, ', '.join(label_names)))
+    return records
 
 
 def raw_text_format(name, train_file=None):

@@ -358,3 +358,22 @@ def continue_training(out, epoch=None, gpu=-1):
             resume(out, epoch, gpu)
         except KeyboardInterrupt:   # the snapshot stays: it can be resumed again
             raise KeyboardInterrupt(resume_advice(out)) from None
+
+
+def ensure_trained(config, out, created_by='training', other='move the folder away'):
+    """Train `config` into `out` unless it holds that run finished. An unfinished run of
+    the same settings continues from its last snapshot (a run stopped with the session
+    loses at most an epoch); a run trained with other settings is refused, never reused
+    or replaced, and so is a folder holding files this tool did not write (`created_by`
+    and the way out, `other`, go into that message)."""
+    args_path = os.path.join(out, 'args.json')
+    if os.path.exists(os.path.join(out, 'train_result.json')):
+        check_same_settings(model_setup.read_config(args_path), config, out)
+    elif os.path.exists(os.path.join(out, SNAPSHOT)) and os.path.exists(args_path):
+        check_same_settings(model_setup.read_config(args_path), config, out)
+        print('resuming', out, flush=True)
+        continue_training(out)
+    else:
+        result_folder.check_replaceable(out, created_by, other)
+        print('training', out, flush=True)
+        train(config, out, force=os.path.exists(out))

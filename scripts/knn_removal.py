@@ -44,26 +44,12 @@ def retrain_config(template, seed, n_calib, exclude=None):
 
 
 def train(out, config):
-    """Train `config` into `out` unless it holds that run finished; -> test accuracy. An
-    unfinished run of the same settings continues from its last snapshot (a fine-tune
-    stopped with the session loses at most an epoch); a run trained with other settings
-    is refused, never reused or replaced."""
-    result_path = os.path.join(out, 'train_result.json')
-    args_path = os.path.join(out, 'args.json')
-    if os.path.exists(result_path):
-        training.check_same_settings(model_setup.read_config(args_path), config, out)
-    elif os.path.exists(os.path.join(out, training.SNAPSHOT)) and os.path.exists(args_path):
-        training.check_same_settings(model_setup.read_config(args_path), config, out)
-        print('resuming', out, flush=True)
-        training.continue_training(out)
-    else:
-        # Only a result folder of this tool's own files is started over (this script
-        # has no --force or --out to offer instead).
-        result_folder.check_replaceable(out, 'knn_removal.py',
-                                        'pass another --runs or move {} away'.format(out))
-        print('training', out, flush=True)
-        training.train(config, out, force=os.path.exists(out))
-    return nlp_utils.read_json(result_path, 'training result')['test_accuracy']
+    """training.ensure_trained (refusing, with this script's way out, a folder that holds
+    files this tool did not write), then the run's test accuracy."""
+    training.ensure_trained(config, out, 'knn_removal.py',
+                            'pass another --runs or move {} away'.format(out))
+    return nlp_utils.read_json(os.path.join(out, 'train_result.json'),
+                               'training result')['test_accuracy']
 
 
 def retrieval_counts(full_run, k, layer):

@@ -124,7 +124,7 @@ def test_recall_curve_and_rankings():
     recall = knn_influence.recall_at_fractions([3, 1, 0, 2], [1, 2], [0, 0.25, 0.5, 1.0])
     assert recall.tolist() == [0.0, 0.0, 0.5, 1.0]
     losses = np.array([0.1, 2.0, 0.5, 2.0])
-    assert knn_influence.loss_ranking(losses).tolist() == [1, 3, 2, 0]
+    assert knn_influence.ranking_of(losses).tolist() == [1, 3, 2, 0]
     # Example 2 sits among class-1 examples but is labelled 0: its vote is all against.
     train = np.array([[0.0], [0.1], [5.0], [5.1], [5.2], [0.2]])
     classifier = knn.KnnClassifier(train, [0, 0, 0, 1, 1, 0], n_class=2)

@@ -61,6 +61,62 @@ def candidate_mislabeled(model_predictions, nearest):
     return np.unique(nearest.indices[disagree, 0])
 
 
+def rule_counts(model_predictions, nearest, n_train):
+    """The paper's rule as a ranking score: for each training example, how many evaluated
+    examples it is the nearest neighbour of while its label contradicts the model's
+    prediction there. (N,) int64; the candidates of candidate_mislabeled are those > 0."""
+    disagree = np.asarray(model_predictions) != nearest.labels[:, 0]
+    return retrieval_counts(nearest.indices[disagree, 0], n_train)
+
+
+def ranking_of(scores):
+    """All N indices by score, highest (most suspicious) first; ties: smaller index."""
+    return np.lexsort((np.arange(len(scores)), -np.asarray(scores)))
+
+
+def scores_of(ranking):
+    """Strict scores (N - position) that order the indices as `ranking` does."""
+    scores = np.empty(len(ranking), dtype=np.int64)
+    scores[np.asarray(ranking)] = np.arange(len(ranking), 0, -1)
+    return scores
+
+
+def _flipped_mask(n, flipped):
+    mask = np.zeros(n, dtype=bool)
+    mask[np.asarray(flipped, dtype=np.int64)] = True
+    return mask
+
+
+def average_precision(scores, flipped):
+    """Area under the precision-recall curve of `scores` (N,) (higher: more suspicious)
+    for the flipped indices, as the step sum over score thresholds of (recall gain) x
+    precision; tied scores enter together, so a constant score gives the base rate."""
+    scores = np.asarray(scores, dtype=np.float64)
+    is_flipped = _flipped_mask(len(scores), flipped)
+    if not is_flipped.any():
+        raise ValueError('no flipped examples to find')
+    order = np.argsort(-scores, kind='stable')
+    ends = np.flatnonzero(np.diff(scores[order], append=-np.inf) != 0)   # last of each tie
+    hits = np.cumsum(is_flipped[order])[ends]
+    precision, recall = hits / (ends + 1), hits / is_flipped.sum()
+    return float(np.sum(np.diff(recall, prepend=0.0) * precision))
+
+
+def precision_recall_at(ranking, flipped, k):
+    """(precision, recall) of the first k indices of `ranking` against the flipped set."""
+    hits = int(_flipped_mask(len(ranking), flipped)[np.asarray(ranking)[:k]].sum())
+    return hits / k, hits / len(flipped)
+
+
+def ranked_scores(scores, flipped):
+    """A detector's ranking measured as the field does (cleanlab's benchmarks): AUPRC,
+    and precision and recall among the first k = number of flipped (equal by design)."""
+    precision, recall = precision_recall_at(ranking_of(scores), flipped, len(flipped))
+    return {'auprc': average_precision(scores, flipped), 'k': len(flipped),
+            'precision_at_k': precision, 'recall_at_k': recall,
+            'base_rate': len(flipped) / len(scores)}
+
+
 def detection_scores(candidates, flipped):
     """Precision, recall and F1 of a candidate set against the flipped set."""
     candidates, flipped = set(map(int, candidates)), set(map(int, flipped))
@@ -75,8 +131,7 @@ def detection_scores(candidates, flipped):
 def recall_at_fractions(ranking, flipped, fractions):
     """Recall of the flipped set among the first fraction * N of `ranking` (all N
     training indices, most suspicious first), for each fraction: (F,) floats."""
-    is_flipped = np.zeros(len(ranking), dtype=bool)
-    is_flipped[np.asarray(flipped, dtype=np.int64)] = True
+    is_flipped = _flipped_mask(len(ranking), flipped)
     found = np.concatenate([[0], np.cumsum(is_flipped[np.asarray(ranking)])])
     inspected = np.round(np.asarray(fractions) * len(ranking)).astype(int)
     return found[inspected] / max(1, is_flipped.sum())
@@ -88,9 +143,6 @@ def training_losses(train_proba, train_labels):
     return -np.log(np.maximum(picked, 1e-12))
 
 
-def loss_ranking(losses):
-    """The paper's baseline: highest training loss first (ties: smaller index)."""
-    return np.lexsort((np.arange(len(losses)), -losses))
 
 
 def self_vote_ranking(classifier, train_vectors, losses, k=16):
@@ -105,14 +157,16 @@ def self_vote_ranking(classifier, train_vectors, losses, k=16):
 
 FRACTIONS = np.round(np.linspace(0, 1, 101), 2)
 PAPER_RULE = 'kNN rule (paper)'     # the flagged set of candidate_mislabeled
+RULE_RANKING = 'kNN rule (counts)'  # its training examples by rule_counts
 
 
 def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
     """Detection of the training labels flipped by --label-noise, on the dev split.
 
-    Returns {'flipped': (F,) indices, 'n_train', 'methods': {name: detection_scores plus
-    'fraction_inspected'} for the paper's rule and cleanlab's flagged sets,
-    'curves': {ranking name: recall over FRACTIONS}} for the training-loss baseline,
+    Returns {'flipped': (F,) indices, 'n_train', 'n_dev', 'methods': {name:
+    detection_scores plus 'fraction_inspected'} for the paper's rule and cleanlab's
+    flagged sets, 'ranked': {name: ranked_scores} and 'curves': {name: recall over
+    FRACTIONS}} for every ranking: the rule's (rule_counts), the training-loss baseline,
     self_vote_ranking and cleanlab's label-quality rankings. `seed`: the
     cross-validation folds of cleanlab's probe."""
     flipped = np.asarray(setup.splits.flipped_indices, dtype=np.int64)
@@ -129,18 +183,63 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
     nearest = classifier.neighbors(dev_activations[layer], 1)
     flagged = {PAPER_RULE: candidate_mislabeled(dev_proba.argmax(axis=1), nearest)}
     losses = training_losses(calibration.softmax(train_vectors[-1]), classifier.labels)
-    rankings = {'training loss': loss_ranking(losses),
-                'kNN self-vote': self_vote_ranking(classifier, train_vectors[layer], losses,
-                                                   k_self)}
+    scores = {RULE_RANKING: rule_counts(dev_proba.argmax(axis=1), nearest, classifier.n_train),
+              'training loss': losses,
+              'kNN self-vote': scores_of(self_vote_ranking(classifier, train_vectors[layer],
+                                                           losses, k_self))}
     for name, (issues, ranking) in label_issues.cleanlab_methods(
             classifier, train_vectors[layer], seed).items():
-        flagged[name], rankings[name] = issues, ranking
-    return {'flipped': flipped, 'n_train': classifier.n_train,
+        flagged[name], scores[name] = issues, scores_of(ranking)
+    return {'flipped': flipped, 'n_train': classifier.n_train, 'n_dev': len(setup.splits.dev),
             'methods': {name: dict(detection_scores(indices, flipped),
                                    fraction_inspected=len(indices) / classifier.n_train)
                         for name, indices in flagged.items()},
-            'curves': {name: recall_at_fractions(ranking, flipped, FRACTIONS)
-                       for name, ranking in rankings.items()}}
+            'ranked': {name: ranked_scores(score, flipped) for name, score in scores.items()},
+            'curves': {name: recall_at_fractions(ranking_of(score), flipped, FRACTIONS)
+                       for name, score in scores.items()}}
+
+
+# ---------------------------------------------------------------- out-of-sample loss
+OOS_LOSS = 'out-of-sample loss, {}-fold retrain'   # Chong, Hong & Manning 2022
+
+
+def cv_folds(labels, n_folds, seed):
+    """(N,) fold of each training example: each label's examples in a RandomState(seed)
+    order dealt round-robin, so every fold holds every label in proportion."""
+    labels = np.asarray(labels)
+    folds = np.empty(len(labels), dtype=np.int64)
+    random = np.random.RandomState(seed)
+    for label in np.unique(labels):
+        rows = random.permutation(np.flatnonzero(labels == label))
+        folds[rows] = np.arange(len(rows)) % n_folds
+    return folds
+
+
+def with_ranking(result, name, scores):
+    """A mislabeled_experiment result with one more detector's (N,) scores ranked."""
+    flipped = result['flipped']
+    return dict(result, ranked=dict(result['ranked'], **{name: ranked_scores(scores, flipped)}),
+                curves=dict(result['curves'], **{name: recall_at_fractions(
+                    ranking_of(scores), flipped, FRACTIONS)}))
+
+
+def write_oos_losses(setup, losses, n_folds, seed):
+    """Keep a run's out-of-sample losses (N,) in <result_dir>/cv_oos_loss.json, keyed to
+    its model and training split."""
+    nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'cv_oos_loss.json'), {
+        'key': dknn.activation_key(setup), 'folds': n_folds, 'seed': seed,
+        'losses': np.asarray(losses).tolist()})
+
+
+def read_oos_losses(setup):
+    """(detector name, (N,) losses) of write_oos_losses for this very model, else None."""
+    path = os.path.join(setup.result_dir, 'cv_oos_loss.json')
+    if not os.path.exists(path):
+        return None
+    kept = nlp_utils.read_json(path, 'out-of-sample losses', dict)
+    if kept.get('key') != dknn.activation_key(setup):
+        return None
+    return OOS_LOSS.format(kept['folds']), np.asarray(kept['losses'], dtype=np.float64)
 
 
 def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
@@ -148,7 +247,7 @@ def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
     the model, the training split and the settings are unchanged (a table over more
     seeds then only runs the new ones). Arrays come back as lists."""
     path = os.path.join(setup.result_dir, 'knn_mislabeled.json')
-    key = '{}|layer {}|seed {}|{}'.format(dknn.activation_key(setup), layer, seed,
+    key = 'v3|{}|layer {}|seed {}|{}'.format(dknn.activation_key(setup), layer, seed,
                                           ','.join(map(str, setup.splits.flipped_indices)))
     if os.path.exists(path):
         cached = nlp_utils.read_json(path, 'detection cache', dict)
@@ -163,15 +262,15 @@ def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
 # Table rows and figure curves in this order, whether a result was cached (JSON with
 # sorted keys) or just measured: the paper's rule and baseline first, then ours, then
 # cleanlab's.
-ORDER = (PAPER_RULE, 'training loss', 'kNN self-vote', label_issues.KNN_FROM_FEATURES,
-         label_issues.CV_PROBE)
+ORDER = (PAPER_RULE, RULE_RANKING, 'training loss', 'kNN self-vote',
+         label_issues.KNN_FROM_FEATURES, label_issues.CV_PROBE)
 
 
 def _in_order(result):
     rank = lambda name: (ORDER.index(name) if name in ORDER else len(ORDER), name)
     return dict(result, **{part: {name: result[part][name]
                                   for name in sorted(result[part], key=rank)}
-                           for part in ('methods', 'curves')})
+                           for part in ('methods', 'ranked', 'curves')})
 
 
 def fraction_to_match(curve, recall):

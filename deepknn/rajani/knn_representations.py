@@ -132,12 +132,20 @@ def knn_probabilities(neighbors, n_class, temperature):
     return probabilities
 
 
-def backoff_predictions(model_proba, knn_proba, signal, threshold):
+def predicted(proba, collapse=None):
+    """(M,) argmax of proba (M, C), mapped through `collapse` (C,) when given: e.g.
+    HANS's entailment / non-entailment from a 3-way model, [0, 1, 1]."""
+    labels = np.argmax(proba, axis=1)
+    return labels if collapse is None else np.asarray(collapse)[labels]
+
+
+def backoff_predictions(model_proba, knn_proba, signal, threshold, collapse=None):
     """(M,) predictions: the model's argmax where signal > threshold (strictly), else the
-    kNN's. signal (M,): e.g. model_proba.max(axis=1) (the paper) or DkNN credibility."""
+    kNN's (each mapped through `collapse`, see predicted). signal (M,): e.g.
+    model_proba.max(axis=1) (the paper) or DkNN credibility."""
     check_threshold(threshold)
     keep = np.asarray(signal) > threshold
-    return np.where(keep, np.argmax(model_proba, axis=1), np.argmax(knn_proba, axis=1))
+    return np.where(keep, predicted(model_proba, collapse), predicted(knn_proba, collapse))
 
 
 def k_grid(n_train):
@@ -158,24 +166,25 @@ class BackoffChoice:
 
 
 def tune_backoff(model_proba, neighbors, labels, signal, n_class, ks, temperatures=TEMPERATURES,
-                 thresholds=THRESHOLDS):
+                 thresholds=THRESHOLDS, collapse=None):
     """Grid search over (k, T, threshold) for the best backoff accuracy on dev.
 
     model_proba (M, C), neighbors: Neighbors of the M dev examples with k >= max(ks),
-    labels (M,), signal (M,). Ties go to the smaller threshold (fewer switches), then
+    labels (M,) (collapsed labels when `collapse` maps predictions, see predicted),
+    signal (M,). Ties go to the smaller threshold (fewer switches), then
     the smaller k, then the smaller T."""
     labels = np.asarray(labels)
     if len(labels) == 0:
         raise UserError('the dev split has no examples; tuning k, T and tau needs a dev '
                         'split (re-train with a dataset that has one or --dev-fraction > 0)')
     thresholds = np.asarray(thresholds, dtype=np.float64)
-    model_correct = np.argmax(model_proba, axis=1) == labels
+    model_correct = predicted(model_proba, collapse) == labels
     keep = np.asarray(signal)[:, None] > thresholds[None, :]             # (M, n_thresholds)
     best = None
     for k in ks:
         for temperature in temperatures:
-            knn_correct = np.argmax(knn_probabilities(neighbors.first(k), n_class, temperature),
-                                    axis=1) == labels
+            knn_correct = predicted(knn_probabilities(neighbors.first(k), n_class, temperature),
+                                    collapse) == labels
             n_correct = np.where(keep, model_correct[:, None], knn_correct[:, None]).sum(axis=0)
             t = int(np.argmax(n_correct))                 # first maximum: smallest threshold
             key = (-int(n_correct[t]), thresholds[t], k, temperature)
@@ -186,13 +195,14 @@ def tune_backoff(model_proba, neighbors, labels, signal, n_class, ks, temperatur
                          float(model_correct.mean()))
 
 
-def backoff_scores(model_proba, knn_proba, signal, threshold, labels):
+def backoff_scores(model_proba, knn_proba, signal, threshold, labels, collapse=None):
     """Accuracies of model, kNN and backoff over all M examples and over those at or
-    below the threshold (where backoff switches to the kNN)."""
+    below the threshold (where backoff switches to the kNN); predictions mapped through
+    `collapse` (see predicted)."""
     labels = np.asarray(labels)
-    model = np.argmax(model_proba, axis=1) == labels
-    knn = np.argmax(knn_proba, axis=1) == labels
-    combined = backoff_predictions(model_proba, knn_proba, signal, threshold) == labels
+    model = predicted(model_proba, collapse) == labels
+    knn = predicted(knn_proba, collapse) == labels
+    combined = backoff_predictions(model_proba, knn_proba, signal, threshold, collapse) == labels
     below = np.asarray(signal) <= threshold
     mean = lambda correct: float(correct.mean()) if len(correct) else None
     return {'model_accuracy': mean(model), 'knn_accuracy': mean(knn),
@@ -229,10 +239,11 @@ def labels_of(examples):
     return np.array([y for _, y in examples], dtype=np.int64)
 
 
-def tuned_backoff(classifier, layer, dev, test, signals, grid=None):
+def tuned_backoff(classifier, layer, dev, test, signals, grid=None, collapse=None):
     """Tune (k, T, tau) on dev and score on test for one switch signal.
     dev/test: (activations, probabilities, labels); signals: (dev (M,), test (M',));
-    grid: {'ks', 'temperatures', 'thresholds'}, each None for the default grid."""
+    grid: {'ks', 'temperatures', 'thresholds'}, each None for the default grid;
+    collapse: see predicted."""
     grid = grid or {}
     ks = grid.get('ks') or k_grid(classifier.n_train)
     for k in ks:
@@ -240,9 +251,9 @@ def tuned_backoff(classifier, layer, dev, test, signals, grid=None):
     dev_neighbors = classifier.neighbors(dev[0][layer], max(ks))
     choice = tune_backoff(dev[1], dev_neighbors, dev[2], signals[0], classifier.n_class, ks,
                           grid.get('temperatures') or TEMPERATURES,
-                          grid.get('thresholds') or THRESHOLDS)
+                          grid.get('thresholds') or THRESHOLDS, collapse)
     test_knn = classifier.probabilities(test[0][layer], choice.k, choice.temperature)
-    scores = backoff_scores(test[1], test_knn, signals[1], choice.threshold, test[2])
+    scores = backoff_scores(test[1], test_knn, signals[1], choice.threshold, test[2], collapse)
     return dict(dataclasses.asdict(choice), **scores)
 
 

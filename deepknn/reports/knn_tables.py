@@ -123,17 +123,37 @@ def check_seed_replicates(configs, names):
                                 for key in differ), ' and '.join(SEED_SETTINGS)))
 
 
-def mean_rows(rows):
-    """Per method, the seed mean of every score and the seeds' F1 range."""
+def ranked_rows(setup, result):
+    """One row per ranking of one seed's run: AUPRC and precision / recall at k = the
+    number of flipped labels, beside the base rate (a random ranking's AUPRC)."""
+    return [{'run': os.path.basename(setup.result_dir), 'dataset': dataset_name(setup.config),
+             'dev_pairs': result['n_dev'], 'seed': setup.config.label_noise_seed,
+             'ranking': name, 'auprc': round(scores['auprc'], 3), 'k': scores['k'],
+             'precision_at_k': round(scores['precision_at_k'], 3),
+             'recall_at_k': round(scores['recall_at_k'], 3),
+             'base_rate': round(scores['base_rate'], 3)}
+            for name, scores in result['ranked'].items()]
+
+
+def _mean(values):
+    """The mean to 3 decimals; a value every seed shares as it is (167, not 167.0)."""
+    return values[0] if len(set(values)) == 1 else round(float(np.mean(values)), 3)
+
+
+def mean_rows(rows, key='method', spread='f1'):
+    """Per method (or ranking: `key`), the seed mean of every number and the seeds'
+    range of the `spread` column ('F1 0.700-0.800')."""
     means = []
-    for method in dict.fromkeys(row['method'] for row in rows):
-        mine = [row for row in rows if row['method'] == method]
-        mean = {key: round(float(np.mean([row[key] for row in mine])), 3) for key in mine[0]
-                if key not in ('run', 'dataset', 'seed', 'method')}
-        f1 = [row['f1'] for row in mine]
-        means.append(dict(mean, run='mean of ' + nlp_utils.count(len(mine), 'seed'), method=method,
-                          dataset=mine[0]['dataset'],
-                          seed='F1 {:.3f}-{:.3f}'.format(min(f1), max(f1))))
+    for method in dict.fromkeys(row[key] for row in rows):
+        mine = [row for row in rows if row[key] == method]
+        mean = {column: _mean([row[column] for row in mine])
+                for column in mine[0] if column not in ('run', 'dataset', 'seed', key)}
+        values = [row[spread] for row in mine]
+        means.append(dict(mean, **{'run': 'mean of ' + nlp_utils.count(len(mine), 'seed'),
+                                   key: method, 'dataset': mine[0]['dataset'],
+                                   'seed': '{} {:.3f}-{:.3f}'.format(
+                                       {'f1': 'F1'}.get(spread, spread), min(values),
+                                       max(values))}))
     return means
 
 

@@ -51,3 +51,14 @@ REMOVAL_DROPS = {0.1: (4.6, 1.2), 0.3: (10.6, 5.2)}
 ENTROPY = {'accuracy': (85.71, 85.72), 'reduced_length': (1.50, 2.20)}
 # "Reduced length / Before" (gradient importance); the paper has no SST number: blank.
 REDUCED_LENGTH = {'snli': 1.50, 'cad-snli': 1.50}
+# Table 4's ANLI and HANS columns (k=64): (model, kNN-model) test accuracy (%) per encoder,
+# models trained on ANLI's 162,865 pairs; Table 5's tau for them.
+ROBUSTNESS = {'BERT': ({'anli': 47.2, 'hans': 52.4}, {'anli': 48.5, 'hans': 52.4}),
+              'RoBERTa': ({'anli': 44.4, 'hans': 59.3}, {'anli': 47.9, 'hans': 59.6})}
+ROBUSTNESS_TAU = {'BERT': {'anli': 0.95, 'hans': 0.84}, 'RoBERTa': {'anli': 0.96, 'hans': 0.62}}
+# Table 6: HANS not-entail accuracy (%) per heuristic, (model, kNN-model).
+HANS_NOT_ENTAIL = {
+    'BERT': {'lexical_overlap': (23.3, 25.4), 'subsequence': (30.6, 30.6),
+             'constituent': (18.2, 24.6)},
+    'RoBERTa': {'lexical_overlap': (78.7, 79.4), 'subsequence': (79.6, 80.8),
+                'constituent': (52.7, 54.7)}}

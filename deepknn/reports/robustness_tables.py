@@ -1,0 +1,56 @@
+"""Table rows of kNN backoff on ANLI and HANS (Rajani et al. 2020, Tables 4-6 and the 30
+HANS subcases), from the results of deepknn.rajani.robustness. Plain dicts in and out;
+the published numbers come from paper_numbers.
+"""
+import os
+
+from deepknn.reports import knn_tables
+from deepknn.reports import paper_numbers
+
+
+def _run(setup):
+    return {'run': os.path.basename(setup.result_dir),
+            'trained on': knn_tables.dataset_name(setup.config), 'encoder': setup.config.model}
+
+
+def table4_row(setup, set_name, result):
+    """One model on one evaluation set: test-part accuracy (%) of the model and of kNN
+    backoff, with the tuned T and tau (Table 5) and the part sizes."""
+    test, choice = result['test'], result['choice']
+    return dict(_run(setup), **{
+        'evaluated on': set_name, 'model': knn_tables.percent(test['model_accuracy']),
+        'kNN-model': knn_tables.percent(test['backoff_accuracy']),
+        'kNN alone': knn_tables.percent(test['knn_accuracy']), 'k': choice['k'],
+        'T': choice['temperature'], 'tau': choice['threshold'],
+        'switched to kNN': test['n_below'], 'n_validation': result['n_validation'],
+        'n_test': result['n_test']})
+
+
+def paper_table4_rows(eval_sets):
+    """The paper's BERT and RoBERTa rows for the kinds of set we ran (ANLI; HANS, whose
+    column a HANS-like set sits beside)."""
+    columns = dict.fromkeys('hans' if eval_set.binary else 'anli' for eval_set in eval_sets)
+    return [{'run': 'paper', 'trained on': 'ANLI train (162,865)', 'encoder': encoder,
+             'evaluated on': column, 'model': model[column], 'kNN-model': knn_model[column],
+             'tau': paper_numbers.ROBUSTNESS_TAU[encoder][column]}
+            for encoder, (model, knn_model) in paper_numbers.ROBUSTNESS.items()
+            for column in columns]
+
+
+def group_rows(setup, set_name, result, part='groups'):
+    """Test-part accuracy (%) per ANLI round or HANS heuristic ('groups'), the same on
+    HANS's non-entailment pairs ('not_entail', Table 6) or per HANS subcase ('subcases')."""
+    return [dict(_run(setup), **{'evaluated on': set_name, 'slice': name, 'n': scores['n'],
+                                 **({'gold': scores['gold']} if 'gold' in scores else {}),
+                                 'model': knn_tables.percent(scores['model']),
+                                 'kNN-model': knn_tables.percent(scores['backoff'])})
+            for name, scores in result[part].items()]
+
+
+def paper_table6_rows():
+    """Table 6 of the paper: not-entail accuracy (%) per heuristic on HANS."""
+    return [{'run': 'paper', 'trained on': 'ANLI train (162,865)', 'encoder': encoder,
+             'evaluated on': 'hans', 'slice': heuristic, 'n': '', 'model': model,
+             'kNN-model': knn_model}
+            for encoder, per_heuristic in paper_numbers.HANS_NOT_ENTAIL.items()
+            for heuristic, (model, knn_model) in per_heuristic.items()]
