@@ -55,8 +55,11 @@ def test_ctrl_c_during_training_is_one_line_exit_130_and_resume_continues(tmp_pa
     argv = cli_helpers.train_argv(out, (str(tmp_path / 'train.txt'), str(tmp_path / 'test.txt')))
     argv[argv.index('--epoch') + 1] = '100000'
     command = [sys.executable, os.path.join(ROOT, 'train_text_classifier.py')]
+    # A shell starts background jobs with SIGINT ignored, and Python keeps an ignored
+    # SIGINT ignored: give the child the default, as a terminal would.
     running = subprocess.Popen(command + argv, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
+                               stderr=subprocess.PIPE, text=True, cwd=str(tmp_path),
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for _ in range(1200):                 # wait up to 2 minutes for the first snapshot
             if (out / training.SNAPSHOT).exists() or running.poll() is not None:
