@@ -47,12 +47,9 @@ def parse_args(argv=None):
     parser.add_argument('--export', metavar='DIR', default=None,
                         help='write a static explorer folder of --limit examples of --split '
                              'instead of serving')
-    parser.add_argument('--split', choices=explorer.SPLITS, default='test',
-                        help='split of the export, or the one the dataset view evaluates '
-                             'before serving (others are evaluated when first opened; '
-                             'default test)')
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=50,
-                        help='examples in the export (default 50)')
+    cli.add_split(parser, help='split of the export, or the one the dataset view evaluates '
+                  'before serving (others are evaluated when first opened)')
+    cli.add_limit(parser, 50, 'examples in the export')
     cli.add_overwrite(parser)
     return parser.parse_args(argv)
 

@@ -31,12 +31,10 @@ def parse_args(argv=None):
                         help='comma-separated method names. {}'.format(
                             saliency.describe_methods().replace('%', '%%')))
     evaluated = parser.add_mutually_exclusive_group()
-    evaluated.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
-                           help='split whose first --limit examples are interpreted')
+    cli.add_split(evaluated, help='split whose first --limit examples are interpreted')
     evaluated.add_argument('--eval-file', default=None,
                            help="interpret this file instead, in the training data's format")
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=20,
-                        help='interpret the first N examples')
+    cli.add_limit(parser, 20, 'interpret the first N examples')
     parser.add_argument('--output', default=None,
                         help='HTML file (default <result dir>/interpretations_<split>.html); the '
                              'raw importances go beside it as .csv')

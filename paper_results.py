@@ -153,8 +153,7 @@ def add_entropy_command(commands):
     command.add_argument('--runs', required=True, help='comma-separated result folder names')
     command.add_argument('--suffix', default='_entropy',
                          help='the fine-tuned folder of run R is R + SUFFIX')
-    command.add_argument('--limit', type=nlp_utils.positive_int, default=300,
-                         help='dev examples to reduce and test examples to interpret')
+    cli.add_limit(command, 300, 'dev examples to reduce and test examples to interpret')
     command.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
                          help='maximum beam size k (beam max(1, min(k, L - 3)))')
     cli.add_dknn(command)
@@ -252,10 +251,8 @@ def add_summary_parser(commands, name, function):
 def add_faithfulness_command(commands):
     command = commands.add_parser('faithfulness', help=faithfulness.__doc__.split('\n')[0])
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
-    command.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
-                         help='the sentences measured')
-    command.add_argument('--limit', type=nlp_utils.positive_int, default=200,
-                         help='the first N sentences of the split')
+    cli.add_split(command, help='the sentences measured')
+    cli.add_limit(command, 200, 'the first N sentences of the split')
     command.add_argument('--methods', default=None,
                          help='comma-separated interpretation methods (default: {}; there '
                               'calibrated is left out with a note when the run has no '
@@ -269,8 +266,7 @@ def add_faithfulness_command(commands):
                               'sentence and ranking); --no-curves measures only the bins')
     cli.add_seed(command, help='seed of the random baseline and the bootstrap')
     summary = add_summary_parser(commands, 'faithfulness-summary', faithfulness_summary)
-    summary.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
-                         help='the split they were measured on')
+    cli.add_split(summary, help='the split they were measured on')
 
 
 def plausibility(args):
@@ -329,8 +325,7 @@ def plausibility_summary(args):
 def add_plausibility_commands(commands):
     command = commands.add_parser('plausibility', help=plausibility.__doc__.split('\n')[0])
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
-    command.add_argument('--limit', type=nlp_utils.positive_int, default=None,
-                         help='the first N test sentences (default: all)')
+    cli.add_limit(command, help='the first N test sentences (default: all)')
     default_thresholds = ','.join('{:g}'.format(t) for t in plausibility_lib.DEFAULT_THRESHOLDS)
     command.add_argument('--thresholds', type=thresholds, default=default_thresholds,
                          help='comma-separated rationale thresholds on the phrase polarity '
@@ -395,18 +390,14 @@ def main(argv=None):
         command = commands.add_parser(name, help=function.__doc__.split('\n')[0])
         command.add_argument('--run', default='snli_bilstm' if name == 'snli-artifacts'
                              else 'stsa.binary_bilstm', help='result folder name')
-        command.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
-                             help='DkNN search backend')
-        command.add_argument('--k', type=nlp_utils.positive_int, default=75,
-                             help='DkNN neighbours per layer')
-        command.add_argument('--batchsize', type=nlp_utils.positive_int, default=256,
-                             help='leave-one-out rows per model batch')
+        cli.add_backend(command, help='DkNN search backend')
+        cli.add_k(command)
+        cli.add_batchsize(command, 256, 'leave-one-out rows per model batch')
         command.add_argument('--positive-label', default='positive',
                              help='name of the positive class (terribly)')
         if name == 'highlights':
-            command.add_argument('--limit', type=nlp_utils.positive_int, default=None,
-                                 help='only the first N test sentences (default: all; the '
-                                      'whole SST test set takes minutes)')
+            cli.add_limit(command, help='only the first N test sentences (default: all; the '
+                          'whole SST test set takes minutes)')
         if name in ('table2', 'highlights', 'terribly'):
             command.add_argument('--normalization', choices=sorted(saliency_scores.NORMALIZATIONS),
                                  default=saliency_scores.DEFAULT_NORMALIZATION,

@@ -32,10 +32,8 @@ def parse_args(argv=None):
     parser.add_argument('--importance', default='gradient',
                         help='comma-separated, from {}'.format(
                             ', '.join(input_reduction.IMPORTANCES)))
-    parser.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='dev',
-                        help='examples to reduce (the paper: dev)')
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
-                        help='reduce only the first N examples')
+    cli.add_split(parser, 'dev', 'examples to reduce (the paper: dev)')
+    cli.add_limit(parser, help='reduce only the first N examples')
     parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
                         help='maximum beam size k (the paper: 5)')
     parser.add_argument('--no-dknn', action='store_true',
