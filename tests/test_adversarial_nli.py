@@ -1,5 +1,6 @@
 """Known answers for ANLI / HANS reading, the balanced validation split, kNN backoff with
 HANS's collapsed labels (Rajani et al. 2020, Tables 4-6) and the ranked detection scores."""
+import dataclasses
 import gzip
 import os
 import sys
@@ -205,6 +206,23 @@ def test_backoff_on_hans_collapses_predictions_and_reports_each_heuristic(hans_r
     assert result['subcases']['h2_e'] == {'n': 2, 'model': 0.0, 'backoff': 1.0,
                                           'gold': 'entailment'}
     assert len(result['subcases']) == 6
+
+
+def test_split_seeds_share_one_forward_pass_and_a_changed_set_is_run_again(hans_run,
+                                                                             monkeypatch):
+    setup, hans = hans_run
+    first = robustness.robustness_experiment(setup, hans, k=5, seed=3)
+    passes = []
+    real_outputs = robustness.knn.split_outputs
+    monkeypatch.setattr(robustness.knn, 'split_outputs',
+                        lambda *a, **kw: passes.append(1) or real_outputs(*a, **kw))
+    assert robustness.robustness_experiment(setup, hans, k=5, seed=3) == first
+    robustness.robustness_experiment(setup, hans, k=5, seed=4)
+    assert passes == []                      # seeds 3 and 4 read the kept pass
+    fewer = dataclasses.replace(hans, records=hans.records[:-1], groups=hans.groups[:-1],
+                                subcases=hans.subcases[:-1])
+    robustness.set_outputs(setup, fewer, -2, 64)
+    assert passes == [1]                     # other pairs, same name: run again
 
 
 # ---------------------------------------------------------------- ranked detection

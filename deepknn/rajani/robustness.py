@@ -127,10 +127,8 @@ def robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, se
                                       eval_set.subcases if eval_set.binary else None)
     classifier = knn.classifier_from_setup(setup, layer, batchsize)
     knn.check_k(k, classifier.n_train)
-    activations, proba = knn.split_outputs(
-        setup, setup.encode([(tokens, 0) for tokens, _ in eval_set.records]), batchsize,
-        'forward pass: ' + eval_set.name)
-    neighbors, signal = classifier.neighbors(activations[layer], k), proba.max(axis=1)
+    hidden, proba = set_outputs(setup, eval_set, layer, batchsize)
+    neighbors, signal = classifier.neighbors(hidden, k), proba.max(axis=1)
     choice = knn.tune_backoff(proba[validation], _neighbor_rows(neighbors, validation),
                               gold[validation], signal[validation], classifier.n_class, [k],
                               collapse=collapse)
@@ -143,6 +141,30 @@ def robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, se
               'test': knn.backoff_scores(proba[test], test_knn, signal[test], choice.threshold,
                                          gold[test], collapse)}
     return dict(result, **breakdown_on_test(eval_set, test, gold[test], predictions))
+
+
+def set_outputs(setup, eval_set, layer, batchsize):
+    """(layer `layer`'s activations (M, D), softmax probabilities (M, C)) of the set's M
+    pairs. One forward pass per model and set, kept in
+    <result_dir>/knn_robustness_<set>_outputs.npz: the split seeds of a table share it (a
+    MiniLM's pass over HANS-like's 30,000 pairs takes about ten minutes here)."""
+    path = os.path.join(setup.result_dir, 'knn_robustness_{}_outputs.npz'.format(
+        _file_name(eval_set.name)))
+    key = 'v1|{}|{}|layer {}'.format(dknn.activation_key(setup),
+                                     nlp_utils.examples_digest(eval_set.records), layer)
+    cached = dknn.read_cache(path, key)
+    if cached is not None and {'hidden', 'proba'} <= set(cached):
+        return cached['hidden'], cached['proba']
+    activations, proba = knn.split_outputs(
+        setup, setup.encode([(tokens, 0) for tokens, _ in eval_set.records]), batchsize,
+        'forward pass: ' + eval_set.name)
+    hidden = np.ascontiguousarray(activations[layer], dtype=np.float32)
+    nlp_utils.atomic_savez(path, key=np.array(key), hidden=hidden, proba=proba)
+    return hidden, proba
+
+
+def _file_name(set_name):
+    return re.sub(r'[^A-Za-z0-9_.-]+', '_', set_name)
 
 
 def breakdown_on_test(eval_set, test, gold, predictions):
@@ -167,7 +189,7 @@ def cached_robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPE
     while the model, the evaluation files and the settings are unchanged, so a table over
     several runs resumes where a stopped one left off."""
     path = os.path.join(setup.result_dir, 'knn_robustness_{}_seed{}.json'.format(
-        re.sub(r'[^A-Za-z0-9_.-]+', '_', eval_set.name), seed))
+        _file_name(eval_set.name), seed))
     key = 'v2|{}|{}|layer {}|k {}|seed {}|validation {}'.format(
         dknn.activation_key(setup), '+'.join(map(nlp_utils.file_digest, eval_set.paths)),
         layer, k, seed, n_validation)
