@@ -96,7 +96,10 @@ def atomic_write_files(writes):
     first and all are renamed only once every one succeeded; a rename that fails puts
     back the files already replaced (file_groups.replace_together), so a failure leaves all the old
     files as they were (a report and its data never end up half new). Files written
-    below a result folder are recorded in its manifest (deepknn.manifest)."""
+    below a result folder are recorded in its manifest (deepknn.manifest). No writes:
+    nothing happens."""
+    if not writes:
+        return
     temporaries = []
     try:
         for path, write, mode in writes:

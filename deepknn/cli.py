@@ -130,6 +130,10 @@ def add_device(parser):
     """--gpu and --data-dir: where the model runs and where its data is read from."""
     parser.add_argument('--gpu', '-g', type=int, default=-1,
                         help='GPU id, negative for the CPU')
+    add_data_dir(parser)
+
+
+def add_data_dir(parser):
     parser.add_argument('--data-dir', default=None,
                         help='data folder (default: $DKNN_DATA_DIR, else the one used in '
                              'training, else download)')

@@ -12,6 +12,7 @@ data. Results on the seeded copy made with the HANS generator are 'HANS-like'.
 import csv
 import dataclasses
 import gzip
+import io
 import os
 import re
 
@@ -117,6 +118,15 @@ def _pairs(path, reading, spec):
             yield line, values[0], values[1], label, *(values[3:] or (file_group, ''))
 
 
+def files_name(paths):
+    """What a set of the user's files is called: the file's name, or what the names of
+    several (one per ANLI round) share: 'heldout' for heldout_r1.csv .. heldout_r3.csv."""
+    names = [os.path.basename(path) for path in paths]
+    shared = re.sub(r'[_-]?(r|round)?$', '', os.path.commonprefix(names).rstrip('_-. '),
+                    flags=re.IGNORECASE)
+    return shared if len(names) > 1 and shared else names[0]
+
+
 def anli_round(path):
     """'R1'.. from an ANLI file name (r1, R2, round3), else the file name itself."""
     match = re.search(r'(?:^|[^a-z])(?:r|round)([1-9])(?:[^0-9]|$)', os.path.basename(path).lower())
@@ -192,8 +202,20 @@ def load_eval_set(name=None, files=None, data_dir=None, char_based=False, skip_b
                                    snli_majority=False, integer_labels=False, label_names=None)
     the_format = formats.pop()
     parts = [read_pairs(path, reading, the_format) for path in paths]
-    return EvalSet(name=name or os.path.basename(paths[0]),
+    return EvalSet(name=name or files_name(paths),
                    records=[r for part in parts for r in part[0]],
                    groups=[g for part in parts for g in part[1]],
                    subcases=[s for part in parts for s in part[2]],
                    binary=the_format == 'hans_tsv', paths=paths, n_bad_lines=reading.n_bad_lines)
+
+
+def anli_csv(records):
+    """Pairs `records` of ANLI as ANLI's CSV text (context, statement, gold_label e/n/c),
+    so a part of ANLI is an evaluation file again (name it with its round, e.g. `_r1`)."""
+    letter = {name: short for short, name in ANLI_LABELS.items()}
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator='\n')
+    writer.writerow(('context', 'statement', 'gold_label'))
+    writer.writerows((' '.join(premise), ' '.join(hypothesis), letter[label])
+                     for (premise, hypothesis), label in records)
+    return text.getvalue()

@@ -403,3 +403,17 @@ def file_format(path):
     if path.endswith('.jsonl'):
         return 'pair_jsonl'
     return 'pair_tsv' if path.endswith('.tsv') else 'labeled_lines'
+
+
+def examples_text(examples, label_names, file_format):
+    """Token-level examples as the text of a file that `file_format`'s reader reads back
+    to the same tokens: 'pair_tsv' (tab-separated pairs with a header), 'pair_jsonl'
+    (SNLI's JSON lines) or 'labeled_lines' (`label text` lines)."""
+    if file_format == 'labeled_lines':
+        return ''.join('{} {}\n'.format(label_names[y], ' '.join(tokens)) for tokens, y in examples)
+    pairs = [(' '.join(premise), ' '.join(hypothesis), label_names[y])
+             for (premise, hypothesis), y in examples]
+    if file_format == 'pair_jsonl':
+        return ''.join(json.dumps(dict(zip(('sentence1', 'sentence2', 'gold_label'), pair))) + '\n'
+                       for pair in pairs)
+    return 'sentence1\tsentence2\tgold_label\n' + ''.join('\t'.join(pair) + '\n' for pair in pairs)

@@ -22,22 +22,12 @@ sys.path.insert(0, ROOT)
 from deepknn import cli  # noqa: E402
 from deepknn import model_setup  # noqa: E402
 from deepknn import result_folder  # noqa: E402
+from deepknn import text_readers  # noqa: E402
 from deepknn import training  # noqa: E402
 from deepknn.rajani import knn_influence  # noqa: E402
 from deepknn.rajani import knn_representations as knn  # noqa: E402
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
-
-
-def split_text(examples, label_names, pair):
-    """Token-level examples as a file the dataset's reader reads back to the same
-    tokens: tab-separated pairs with a header, or `label text` lines."""
-    if pair:
-        return 'sentence1\tsentence2\tgold_label\n' + ''.join(
-            '{}\t{}\t{}\n'.format(' '.join(premise), ' '.join(hypothesis), label_names[label])
-            for (premise, hypothesis), label in examples)
-    return ''.join('{} {}\n'.format(label_names[label], ' '.join(tokens))
-                   for tokens, label in examples)
 
 
 def fold_run(setup, fold_rows, out):
@@ -48,8 +38,9 @@ def fold_run(setup, fold_rows, out):
              'dev': setup.splits.dev, 'test': setup.splits.test}
     os.makedirs(out + '.data', exist_ok=True)
     files = {role: os.path.abspath(os.path.join(out + '.data', role + suffix)) for role in parts}
-    nlp_utils.atomic_write_files([(files[role], lambda f, text=split_text(
-        examples, setup.dataset.label_names, setup.config.pair): f.write(text), 'w')
+    nlp_utils.atomic_write_files([(files[role], lambda f, text=text_readers.examples_text(
+        examples, setup.dataset.label_names,
+        'pair_tsv' if setup.config.pair else 'labeled_lines'): f.write(text), 'w')
         for role, examples in parts.items()])
     config = setup.config.replace(
         dataset=setup.config.dataset if setup.config.pair else 'custom',

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from deepknn import eval_sets
+from deepknn import text_readers
 from deepknn.rajani import knn_influence
 from deepknn.rajani import robustness
 from nlp_utils import UserError
@@ -199,6 +200,9 @@ def test_backoff_on_hans_collapses_predictions_and_reports_each_heuristic(hans_r
     test = result['test']
     assert test['model_accuracy'] == pytest.approx(8 / 12)     # h2_e and h3_n wrong
     assert (test['backoff_accuracy'], test['knn_accuracy'], test['n_below']) == (1.0, 1.0, 4)
+    # chance: 6 of the 12 test pairs are entailment; P(X >= 8 | 12, 1/2) = 794 / 4096
+    assert test['majority_accuracy'] == 0.5
+    assert test['p_above_chance'] == pytest.approx(794 / 4096)
     assert result['not_entail'] == {
         'h1': {'n': 2, 'model': 1.0, 'backoff': 1.0},          # neutral counts as right
         'h2': {'n': 2, 'model': 1.0, 'backoff': 1.0},
@@ -270,10 +274,9 @@ def test_cv_folds_are_stratified_seeded_and_cover_every_example():
 
 
 def test_fold_files_read_back_to_the_same_tokens(tmp_path):
-    knn_cv_loss = scripts_module('knn_cv_loss')
     pairs = [((['A', 'man', "'", 's', 'hat', '.'], ['Not', '"', 'here', '"']), 2)]
-    path = write(tmp_path / 'train.tsv', knn_cv_loss.split_text(pairs, text_datasets.SNLI_LABELS,
-                                                                 True))
+    path = write(tmp_path / 'train.tsv', text_readers.examples_text(
+        pairs, text_datasets.SNLI_LABELS, 'pair_tsv'))
     assert text_datasets.read_eval_file(path, 'cad-snli', text_datasets.SNLI_LABELS) == pairs
 
 
@@ -343,3 +346,41 @@ def test_out_of_sample_losses_are_read_back_only_for_their_model(tmp_path, monke
     assert name == 'out-of-sample loss, 5-fold retrain' and losses.tolist() == [0.5, 2.0]
     monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model B')   # retrained since
     assert knn_influence.read_oos_losses(setup) is None
+
+
+# ---------------------------------------------------------------- in-domain ANLI halves
+def anli_files(tmp_path, sizes=(6, 4, 10)):
+    """ANLI CSVs of rounds 1-3 with sizes[r] pairs each, quotes and commas included."""
+    labels = 'enc'
+    return [write(tmp_path / 'ANLI_analysis_r{}_dev.csv'.format(r + 1), ANLI_HEADER + ''.join(
+        '"A ""quoted"" context, {} {} ." ,It is {} .,,{},u\n'.format(r, n, n, labels[n % 3])
+        for n in range(size))) for r, size in enumerate(sizes)]
+
+
+def test_anli_halves_are_disjoint_proportional_seeded_and_read_back(tmp_path, capsys):
+    anli = eval_sets.load_eval_set(files=anli_files(tmp_path))
+    first, second = robustness.halves(anli, seed=0)
+    assert len(first.records) == 10 and len(second.records) == 10
+    assert sorted(first.groups) == ['R1'] * 3 + ['R2'] * 2 + ['R3'] * 5   # half of each round
+    assert sorted(first.records + second.records) == sorted(anli.records)
+    assert robustness.halves(anli, seed=0)[0].records == first.records
+    assert robustness.halves(anli, seed=1)[0].records != first.records
+    out = tmp_path / 'halves'
+    status, err = cli(scripts_module('anli_dev_halves').main,
+                      ['--data-dir', str(tmp_path), '--seed', '0', '--out', str(out)], capsys)
+    assert status == 0, err
+    # the held-out CSVs read back as the second half, with their rounds
+    files = [str(out / 'anli-heldout-half_r{}.csv'.format(r)) for r in (1, 2, 3)]
+    again = eval_sets.load_eval_set(files=files)
+    assert (again.records, again.groups) == (second.records, second.groups)
+    assert again.name == 'anli-heldout-half'          # what the round files share
+    # the training file reads back as the first half in the pair model's own reader
+    pairs = text_datasets.read_eval_file(str(out / 'train.jsonl'), 'snli', text_datasets.SNLI_LABELS)
+    assert [(pair, text_datasets.SNLI_LABELS[y]) for pair, y in pairs] == \
+        [(tuple(p), label) for p, label in first.records]
+    # unchanged files are left alone; changed ones need --overwrite
+    assert cli(scripts_module('anli_dev_halves').main,
+               ['--data-dir', str(tmp_path), '--seed', '0', '--out', str(out)], capsys)[0] == 0
+    status, err = cli(scripts_module('anli_dev_halves').main,
+                      ['--data-dir', str(tmp_path), '--seed', '1', '--out', str(out)], capsys)
+    assert status != 0 and len(err) == 1 and '--overwrite' in err[0]

@@ -12,6 +12,7 @@ import os
 import re
 
 import numpy as np
+from scipy import stats
 
 from deepknn import dknn
 from deepknn import eval_sets
@@ -66,6 +67,15 @@ def balanced_sample(eval_set, n, seed):
     rows = balanced_split(eval_set.groups, n, seed,
                           eval_set.subcases if eval_set.binary else None)[0]
     return eval_set.subset(rows, '{}-{}'.format(eval_set.name, n))
+
+
+def halves(eval_set, seed):
+    """(first half, second half) of ANLI as EvalSets, split as balanced_split splits (by
+    round, seeded): the in-domain setting trains on the first and evaluates on the second,
+    because ANLI's own training split is not offline."""
+    first, second = balanced_split(eval_set.groups, len(eval_set.records) // 2, seed)
+    return (eval_set.subset(first, eval_set.name + '-train-half'),
+            eval_set.subset(second, eval_set.name + '-heldout-half'))
 
 
 def default_validation_size(eval_set):
@@ -137,10 +147,21 @@ def robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, se
     predictions = {'model': knn.predicted(proba[test], collapse),
                    'backoff': knn.backoff_predictions(proba[test], test_knn, signal[test],
                                                       choice.threshold, collapse)}
+    scores = knn.backoff_scores(proba[test], test_knn, signal[test], choice.threshold,
+                                gold[test], collapse)
     result = {'choice': choice.__dict__, 'n_validation': len(validation), 'n_test': len(test),
-              'test': knn.backoff_scores(proba[test], test_knn, signal[test], choice.threshold,
-                                         gold[test], collapse)}
+              'test': dict(scores, **chance(gold[test], scores['model_accuracy']))}
     return dict(result, **breakdown_on_test(eval_set, test, gold[test], predictions))
+
+
+def chance(gold, model_accuracy):
+    """What guessing gets on the M test pairs, gold (M,): the share of the most common
+    gold label ('majority_accuracy'), and the one-sided exact binomial p-value of the
+    model's accuracy against that rate ('p_above_chance'): is the model above chance?"""
+    majority = float(np.bincount(gold).max() / len(gold))
+    successes = int(round(model_accuracy * len(gold)))
+    p_value = stats.binomtest(successes, len(gold), majority, alternative='greater').pvalue
+    return {'majority_accuracy': majority, 'p_above_chance': float(p_value)}
 
 
 def set_outputs(setup, eval_set, layer, batchsize):
@@ -190,7 +211,7 @@ def cached_robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPE
     several runs resumes where a stopped one left off."""
     path = os.path.join(setup.result_dir, 'knn_robustness_{}_seed{}.json'.format(
         _file_name(eval_set.name), seed))
-    key = 'v2|{}|{}|layer {}|k {}|seed {}|validation {}'.format(
+    key = 'v3|{}|{}|layer {}|k {}|seed {}|validation {}'.format(
         dknn.activation_key(setup), '+'.join(map(nlp_utils.file_digest, eval_set.paths)),
         layer, k, seed, n_validation)
     if os.path.exists(path):

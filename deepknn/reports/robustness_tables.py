@@ -15,12 +15,15 @@ def _run(setup):
 
 def table4_row(setup, set_name, result):
     """One model on one evaluation set: test-part accuracy (%) of the model and of kNN
-    backoff, with the tuned T and tau (Table 5) and the part sizes."""
+    backoff, the majority-class rate and the one-sided binomial p-value of the model
+    against it, with the tuned T and tau (Table 5) and the part sizes."""
     test, choice = result['test'], result['choice']
     return dict(_run(setup), **{
         'evaluated on': set_name, 'model': knn_tables.percent(test['model_accuracy']),
         'kNN-model': knn_tables.percent(test['backoff_accuracy']),
-        'kNN alone': knn_tables.percent(test['knn_accuracy']), 'k': choice['k'],
+        'kNN alone': knn_tables.percent(test['knn_accuracy']),
+        'majority class': knn_tables.percent(test['majority_accuracy']),
+        'model above chance (p)': '{:.2g}'.format(test['p_above_chance']), 'k': choice['k'],
         'T': choice['temperature'], 'tau': choice['threshold'],
         'switched to kNN': test['n_below'], 'n_validation': result['n_validation'],
         'n_test': result['n_test']})
