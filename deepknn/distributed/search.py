@@ -11,6 +11,7 @@ files use faiss's own format (write_index/read_index), checked against the manif
 sha256 when an actor loads them. One actor per shard holds its shards of every layer.
 """
 import os
+import sys
 
 import numpy as np
 import tqdm
@@ -63,7 +64,7 @@ def build_shard(parts_settings, part_ids, layer, template_path, out_path):
 def build_shards(engine, parts, searched_layers, folder, settings, progress=True):
     """Build every (layer, shard) file in parallel Ray tasks; write manifest.json last."""
     import ray
-    task = ray.remote(num_cpus=1)(build_shard)
+    task = ray.remote(num_cpus=1, scheduling_strategy='SPREAD')(build_shard)
     groups = shards.shard_parts(len(parts.ranges), engine.shards)
     pending = {}
     for layer in searched_layers:
@@ -109,8 +110,9 @@ class ShardSearcher:
                 faiss.extract_index_ivf(index).nprobe = nprobe
 
     def ready(self):
-        """None once loaded, else the one-line reason."""
-        return self.problem
+        """(None once loaded, else the one-line reason; the Ray node this actor runs on)."""
+        import ray
+        return self.problem, ray.get_runtime_context().get_node_id()
 
     def peak_mib(self):
         """Peak resident memory of this actor's process, MiB."""
@@ -171,16 +173,22 @@ def sharded_indexes(engine, parts, searched_layers, model_dir, progress=True):
 
 
 def open_searchers(engine, folder, manifest, searched_layers):
-    """One ShardSearcher actor per shard, each checked ready (a UserError otherwise)."""
+    """One ShardSearcher actor per shard, each checked ready (a UserError otherwise),
+    spread over the cluster's nodes (so every node searches, as docs/ray.md advises);
+    says on how many nodes they landed."""
     import ray
-    actor = ray.remote(num_cpus=0)(ShardSearcher)
+    actor = ray.remote(num_cpus=0, scheduling_strategy='SPREAD')(ShardSearcher)
     searchers = []
     for shard in range(engine.shards):
         paths = [shards.shard_path(folder, layer, shard) for layer in searched_layers]
         digests = [manifest['shards'][position][shard][0]
                    for position in range(len(searched_layers))]
         searchers.append(actor.remote(paths, digests, engine.nprobe))
-    for problem in engine_lib.get([searcher.ready.remote() for searcher in searchers]):
+    answers = engine_lib.get([searcher.ready.remote() for searcher in searchers])
+    for problem, _ in answers:
         if problem:
             raise UserError(problem)
+    print('{} on {}'.format(nlp_utils.count(len(searchers), 'shard search actor'),
+                            nlp_utils.count(len({node for _, node in answers}), 'Ray node')),
+          file=sys.stderr)
     return searchers
