@@ -38,14 +38,15 @@ from nlp_utils import UserError
 from deepknn.reports.tables import markdown_table, write_table
 
 
-# The result folders a command loaded stay locked until it ends: their DkNN activation
-# caches are written while it runs.
+# The result folders that backoff and detect write into (knn_backoff.json, the detection
+# cache) stay locked until the command ends; the DkNN caches lock themselves.
 LOCKS = contextlib.ExitStack()
 
 
-def load(args, path):
+def load(args, path, writes_into_run=False):
     setup = model_setup.load_setup(path, args.gpu, args.data_dir)
-    LOCKS.enter_context(result_folder.lock(setup.result_dir, 'run_knn_representations.py'))
+    if writes_into_run:
+        LOCKS.enter_context(result_folder.lock(setup.result_dir, 'run_knn_representations.py'))
     return setup
 
 
@@ -55,10 +56,11 @@ def backoff(args):
                           args.overwrite, '--table')
     rows, models = [], []
     for path in args.model_setup:
-        setup = load(args, path)
+        setup = load(args, path, writes_into_run=True)
         models.append(model_setup.run_description(setup))
-        result = knn.backoff_experiment(setup, args.layer, args.batchsize, args.dknn_k, args.k,
-                                        args.temperature, args.tau)
+        result = knn.backoff_experiment(setup, args.layer,
+                                        cli.dknn_settings(args, setup.result_dir, args.dknn_k),
+                                        args.k, args.temperature, args.tau)
         nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'knn_backoff.json'),
                                     dict(result, layer=args.layer))
         rows.append(knn_tables.backoff_row(setup, result))
@@ -133,7 +135,7 @@ def detect(args):
     cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '_auprc.md',
                                                             '.png')], args.overwrite)
     rows, ranked, curves, points, models = [], [], {}, {}, []
-    setups = [load(args, path) for path in args.model_setup]
+    setups = [load(args, path, writes_into_run=True) for path in args.model_setup]
     knn_tables.check_seed_replicates([setup.config for setup in setups], args.model_setup)
     for setup in setups:
         models.append(model_setup.run_description(setup))
@@ -288,6 +290,7 @@ def parse_args(argv=None):
     sub.add_argument('--tau', type=float, default=None, help='fixed tau (default: tuned)')
     sub.add_argument('--table', default='results/knn_backoff', help='output path without suffix')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=backoff)
     sub = commands.add_parser('explain', parents=[common], help='nearest training examples')
     cli.add_model_setup(sub)

@@ -17,6 +17,7 @@ from deepknn import dknn as dknn_lib  # noqa: E402
 from deepknn import knn_index, model_setup  # noqa: E402
 from deepknn.distributed import activations, search, shards  # noqa: E402
 from deepknn.distributed.engine import RayEngine  # noqa: E402
+from deepknn.dknn_settings import DkNNSettings  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
 K = 5
@@ -63,8 +64,8 @@ def flat_engine(tmp_path_factory):
 
 
 def test_flat_shards_give_the_one_process_exact_dknn(tiny_run, flat_engine):
-    local = dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, use_cache=False)
-    sharded = dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, engine=flat_engine)
+    local = dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K), use_cache=False)
+    sharded = dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K, engine=flat_engine))
     assert len(sharded.indexes[0].searchers) == 3
     np.testing.assert_array_equal(sharded.calibration_scores, local.calibration_scores)
     test = tiny_run.model.layer_activations([x for x, _ in tiny_run.test])
@@ -209,7 +210,7 @@ def test_float16_storage_halves_the_bytes_and_rounds_only(tiny_run, tmp_path):
 
 
 def test_a_missing_or_corrupt_shard_is_a_one_line_error(tiny_run, flat_engine):
-    dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, engine=flat_engine)   # built (or reused)
+    dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K, engine=flat_engine))   # built (or reused)
     [folder] = [os.path.join(root, name) for root, names, _ in os.walk(flat_engine.storage)
                 for name in names if name.startswith('index-')]
     shard = shards.shard_path(folder, 0, 1)
@@ -220,10 +221,10 @@ def test_a_missing_or_corrupt_shard_is_a_one_line_error(tiny_run, flat_engine):
             f.seek(100)
             f.write(bytes(255 - b for b in original[100:103]))
         with pytest.raises(UserError, match='shard_001.faiss is corrupt') as corrupt:
-            dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, engine=flat_engine)
+            dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K, engine=flat_engine))
         os.remove(shard)
         with pytest.raises(UserError, match='shard_001.faiss is missing') as missing:
-            dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, engine=flat_engine)
+            dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K, engine=flat_engine))
     finally:
         with open(shard, 'wb') as f:
             f.write(original)

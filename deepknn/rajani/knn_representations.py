@@ -19,6 +19,7 @@ import sys
 import numpy as np
 
 from deepknn import dknn
+from deepknn import dknn_settings as dknn_settings_lib
 from deepknn import knn_index
 from deepknn import calibration
 from nlp_utils import UserError
@@ -273,23 +274,26 @@ def rows_of(split, rows):
     return [layer[rows] for layer in activations], probabilities[rows], labels[rows]
 
 
-def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_k, batchsize):
-    """Backoff with DkNN credibility as the switch. A run with a calibration split
-    calibrates on it and tunes on all of dev; one without (the paper's setup, every
-    labelled pair trains) calibrates on a seeded half of dev and tunes on the other half,
-    so no example both calibrates and tunes. The result names its calibration set."""
-    if dknn_k > classifier.n_train:
-        print('warning: dknn_k={} is larger than the {} training examples; the DkNN uses '
-              'k={}'.format(dknn_k, classifier.n_train, classifier.n_train), file=sys.stderr)
-    deep = dknn.fitted_dknn_from_setup(setup, 'faiss', min(dknn_k, classifier.n_train),
-                                       index_options={'kind': 'flat'}, batchsize=batchsize)
+def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_settings):
+    """Backoff with DkNN credibility as the switch (the DkNN of `dknn_settings`, a
+    dknn_settings.DkNNSettings, its k cut to the training set's size). A run with a
+    calibration split calibrates on it and tunes on all of dev; one without (the paper's
+    setup, every labelled pair trains) calibrates on a seeded half of dev and tunes on the
+    other half, so no example both calibrates and tunes. The result names its calibration
+    set."""
+    if dknn_settings.k > classifier.n_train:
+        print('warning: the DkNN\'s k={} is larger than the {} training examples; it uses '
+              'k={}'.format(dknn_settings.k, classifier.n_train, classifier.n_train),
+              file=sys.stderr)
+        dknn_settings = dknn_settings.with_k(classifier.n_train)
+    deep = dknn.fitted_dknn_from_setup(setup, dknn_settings)
     if setup.splits.calib:
-        dknn.calibrated_on_split(deep, setup, batchsize)
+        dknn.calibrated_on_split(deep, setup, dknn_settings)
         calibrated_on = 'calibration split ({})'.format(len(setup.splits.calib))
     else:
         if len(dev[2]) < 2:
             raise UserError('{}: a dev split of {} example(s) cannot be halved to calibrate '
-                            'the DkNN; re-train with a larger dev split or --n-calib > 0'
+                            'the DkNN; re-train with a larger dev split or `n_calib` > 0'
                             .format(setup.result_dir, len(dev[2])))
         calib_rows, tune_rows = dev_halves(len(dev[2]))
         calib_activations, _, calib_labels = rows_of(dev, calib_rows)
@@ -303,14 +307,16 @@ def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_k, batch
                 calibrated_on=calibrated_on)
 
 
-def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, temperature=None,
-                       tau=None):
+def backoff_experiment(setup, layer=-2, dknn_settings=dknn_settings_lib.DkNNSettings(), k=None,
+                       temperature=None, tau=None):
     """The paper's kNN backoff on a trained model, and DkNN credibility as the switch.
 
     Returns {'confidence': ..., 'credibility': ..., 'n_train': N}: each the chosen k, T,
     threshold and dev accuracy (see BackoffChoice) plus the test scores of
     backoff_scores; credibility also names its calibration set (credibility_backoff).
+    dknn_settings: the credibility switch's DkNN (its batchsize is the model's batch).
     k, temperature, tau: fixed values instead of tuning them (tau: the confidence switch)."""
+    batchsize = dknn_settings.batchsize
     if temperature is not None:
         check_temperature(temperature)
     if tau is not None:
@@ -329,5 +335,5 @@ def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, tempera
     return {'confidence': tuned_backoff(classifier, layer, dev, test, confidence,
                                         dict(grid, thresholds=None if tau is None else [tau])),
             'credibility': credibility_backoff(setup, classifier, layer, dev, test, grid,
-                                               dknn_k, batchsize),
+                                               dknn_settings),
             'n_train': classifier.n_train}
