@@ -24,6 +24,7 @@ import numpy as np
 from deepknn.reports import paper_numbers
 from deepknn import cli
 from deepknn import dknn
+from deepknn import dknn_settings
 from deepknn.rajani import knn_influence
 from deepknn.rajani import label_issues
 from deepknn.reports import knn_report
@@ -92,7 +93,8 @@ def explain(args):
     knn.check_temperature(args.temperature)
     out = args.out or os.path.join(setup.result_dir, 'knn_explanations_{}'.format(args.split))
     cli.check_new_outputs([out + '.json', out + '.html'], args.overwrite)
-    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize,
+                                           cli.engine(args, setup.result_dir))
     activations, proba = knn.split_outputs(setup, setup.encode([examples[p] for p in positions]),
                                            args.batchsize)
     neighbors, vote = knn_influence.explanations(classifier, activations[args.layer], args.k,
@@ -109,13 +111,14 @@ def retrieved(args):
     setup = load(args, args.model_setup)
     out = args.out or os.path.join(setup.result_dir, 'knn_retrieved_{}'.format(args.split))
     cli.check_new_outputs([out + '.md', out + '.csv'], args.overwrite)
-    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    engine = cli.engine(args, setup.result_dir)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize, engine)
     if args.split == 'train':
-        train_vectors = dknn.train_activations(setup, 'gold', args.batchsize)[0][args.layer]
+        train_vectors = dknn.training_split_activations(setup, dknn_settings.DkNNSettings(
+            batchsize=args.batchsize, engine=engine))[0][args.layer]
         counts = knn_influence.training_set_counts(classifier, train_vectors, args.k)
     else:
-        activations, _ = knn.split_outputs(setup, setup.encode(split_examples(setup, args.split)),
-                                           args.batchsize)
+        activations = knn.whole_split_outputs(setup, args.split, args.batchsize, engine)[0]
         counts = knn_influence.retrieval_counts(
             classifier.neighbors(activations[args.layer], args.k).indices, classifier.n_train)
     rows = [{'rank': rank + 1, 'train_index': int(i), 'times_retrieved': int(counts[i]),
@@ -193,7 +196,8 @@ AUPRC_NOTE = ('\nEvery detector as a ranking (cleanlab\'s own evaluation): AUPRC
 def explained(setup, examples, positions, args):
     """Explanation records of examples[positions] under one run (its model, its kNN over
     its own training split)."""
-    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize,
+                                           cli.engine(args, setup.result_dir))
     chosen = [examples[p] for p in positions]
     activations, proba = knn.split_outputs(setup, setup.encode(chosen), args.batchsize, None)
     neighbors, vote = knn_influence.explanations(classifier, activations[args.layer], args.k,
@@ -252,8 +256,9 @@ def candidates(args):
     examples of a run (no flipped labels needed)."""
     cli.check_new_outputs([args.out + '.md'], args.overwrite)
     setup = load(args, args.model_setup)
-    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
-    activations, proba = knn.split_outputs(setup, setup.dev, args.batchsize)
+    engine = cli.engine(args, setup.result_dir)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize, engine)
+    activations, proba, _ = knn.whole_split_outputs(setup, 'dev', args.batchsize, engine)
     found = knn_influence.candidate_mislabeled(proba.argmax(axis=1),
                                                classifier.neighbors(activations[args.layer], 1))
     sample = np.sort(np.random.RandomState(args.seed).choice(
@@ -301,6 +306,7 @@ def parse_args(argv=None):
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
     sub.add_argument('--out', default=None, help='output path without .json/.html')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=explain)
     sub = commands.add_parser('retrieved', parents=[common],
                               help='most retrieved training examples')
@@ -312,6 +318,7 @@ def parse_args(argv=None):
                      help='how many training examples to list')
     sub.add_argument('--out', default=None, help='output path without .md/.csv')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=retrieved)
     sub = commands.add_parser('detect', parents=[common], help='mislabeled examples, Figure 4')
     cli.add_model_setup(sub, '+', 'runs trained with --label-noise (one per seed)')
@@ -331,6 +338,7 @@ def parse_args(argv=None):
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
     sub.add_argument('--out', required=True, help='output path without .md/.csv/.html')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=contrast)
     sub = commands.add_parser('candidates', parents=[common], help=candidates.__doc__)
     cli.add_model_setup(sub)
@@ -339,6 +347,7 @@ def parse_args(argv=None):
     sub.add_argument('--seed', type=nlp_utils.seed, default=0, help='seed of the sample')
     sub.add_argument('--out', required=True, help='output path without .md/.csv')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=candidates)
     sub = commands.add_parser('negation', help=negation.__doc__)
     sub.add_argument('--datasets', nargs='+', default=['cad-snli', 'cad-snli-augmented'],

@@ -330,6 +330,15 @@ def split_activations(setup, split, settings, progress=None):
         [y for _, y in examples]
 
 
+def training_split_activations(setup, settings):
+    """(list of (N, D_l) float32, gold labels (N,)) of the training split: from the Ray
+    Data pipeline's storage when settings.engine is set, else from the run's activation
+    cache (train_activations)."""
+    if settings.engine is not None:
+        return split_activations(setup, 'train', settings)
+    return train_activations(setup, 'gold', settings.batchsize)
+
+
 def calibrated_on_split(dknn, setup, settings):
     """`dknn` (fitted) calibrated on the setup's calibration split."""
     return dknn.calibrate(*split_activations(setup, 'calib', settings, 'calibration'))

@@ -220,9 +220,11 @@ def check_layer(layer, n_layers):
                         'layer')
 
 
-def classifier_from_setup(setup, layer=-2, batchsize=64):
-    """KnnClassifier over the training split's `layer` activations (the DkNN cache)."""
-    activations, labels = dknn.train_activations(setup, 'gold', batchsize)
+def classifier_from_setup(setup, layer=-2, batchsize=64, engine=None):
+    """KnnClassifier over the training split's `layer` activations: the DkNN cache, or
+    with `engine` (a distributed.engine.RayEngine) the Ray Data pipeline's storage."""
+    activations, labels = dknn.training_split_activations(
+        setup, dknn_settings_lib.DkNNSettings(batchsize=batchsize, engine=engine))
     check_layer(layer, len(activations))
     return KnnClassifier(activations[layer], labels, setup.config.n_class)
 
@@ -234,6 +236,15 @@ def split_outputs(setup, examples, batchsize=64, progress='forward pass'):
     activations = dknn.checked_activations(setup.model.layer_activations(
         [x for x, _ in examples], batchsize, progress), 'evaluation')
     return activations, calibration.softmax(activations[-1])
+
+
+def whole_split_outputs(setup, split, batchsize=64, engine=None):
+    """(activations, probabilities, labels (M,)) of a whole split of the setup, as
+    split_outputs; with `engine` (a RayEngine) the activations come from the Ray Data
+    pipeline, as the training split's do."""
+    settings = dknn_settings_lib.DkNNSettings(batchsize=batchsize, engine=engine)
+    activations, labels = dknn.split_activations(setup, split, settings, 'forward pass: ' + split)
+    return activations, calibration.softmax(activations[-1]), np.asarray(labels, dtype=np.int64)
 
 
 def labels_of(examples):
@@ -314,7 +325,8 @@ def backoff_experiment(setup, layer=-2, dknn_settings=dknn_settings_lib.DkNNSett
     Returns {'confidence': ..., 'credibility': ..., 'n_train': N}: each the chosen k, T,
     threshold and dev accuracy (see BackoffChoice) plus the test scores of
     backoff_scores; credibility also names its calibration set (credibility_backoff).
-    dknn_settings: the credibility switch's DkNN (its batchsize is the model's batch).
+    dknn_settings: the credibility switch's DkNN (its batchsize is the model's batch; with
+    its engine, every split's activations come from the Ray Data pipeline).
     k, temperature, tau: fixed values instead of tuning them (tau: the confidence switch)."""
     batchsize = dknn_settings.batchsize
     if temperature is not None:
@@ -328,9 +340,9 @@ def backoff_experiment(setup, layer=-2, dknn_settings=dknn_settings_lib.DkNNSett
                         '(re-train with --dev-fraction > 0)'.format(setup.result_dir))
     if k is not None:   # before the activations are cached
         check_k(k, len(setup.splits.train))
-    classifier = classifier_from_setup(setup, layer, batchsize)
-    dev, test = ((*split_outputs(setup, examples, batchsize), labels_of(examples))
-                 for examples in (setup.dev, setup.test))
+    classifier = classifier_from_setup(setup, layer, batchsize, dknn_settings.engine)
+    dev, test = (whole_split_outputs(setup, split, batchsize, dknn_settings.engine)
+                 for split in ('dev', 'test'))
     confidence = (dev[1].max(axis=1), test[1].max(axis=1))
     return {'confidence': tuned_backoff(classifier, layer, dev, test, confidence,
                                         dict(grid, thresholds=None if tau is None else [tau])),
