@@ -113,6 +113,7 @@ def main(argv=None):
     args = parse_args(argv)
     stems = {name: os.path.join(args.out, '{}_{}'.format(args.name, name)) for name in OUTPUTS}
     cli.check_new_outputs([stem + '.md' for stem in stems.values()], args.overwrite)
+    cli.engine(args, args.out)   # the engine flags checked before any work (storage: per run)
     sets = load_sets(args)
     tables, models = measure(args, sets)
     tables['table4'] += robustness_tables.paper_table4_rows(sets)
