@@ -14,7 +14,6 @@ from deepknn import cli
 from deepknn import dknn as dknn_lib
 from deepknn import model_setup
 import nlp_utils
-from deepknn import result_folder
 from deepknn import leave_one_out
 from deepknn import saliency
 from deepknn.reports import saliency_png
@@ -63,7 +62,7 @@ def main(argv=None):
     nlp_utils.check_output_path(args.png, '--png')
     methods = saliency.parse_methods(args.methods, '--methods')
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
-    engine = cli.engine(args, setup.result_dir)   # Ray flags checked before any work
+    dknn_settings = cli.dknn_settings(args, setup.result_dir)   # checked before any work
     settings = saliency_report.page_settings(setup, methods, args.k, args.backend,
                                              args.neighbors)   # a missing temperature.json fails here
     split, examples = setup.evaluation_examples(args.split, args.eval_file, args.skip_bad_lines)
@@ -72,9 +71,7 @@ def main(argv=None):
         raise UserError('the {} split is empty'.format(split))
     dknn = None
     if settings['k'] is not None:
-        with result_folder.lock(setup.result_dir, 'interpretations.py'):   # DkNN caches
-            dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize,
-                                            engine=engine)
+        dknn = dknn_lib.dknn_from_setup(setup, dknn_settings)
     results = saliency.interpret_all(setup, methods, examples, dknn, args.batchsize)
     neighbors = None
     if args.neighbors:

@@ -18,6 +18,7 @@ scripts/train_and_dknn.sh (see docs/reproducing.md).
 """
 import argparse
 import csv
+import functools
 import os
 
 import numpy as np
@@ -32,8 +33,11 @@ from deepknn import model_setup
 from deepknn import plausibility as plausibility_lib
 from deepknn import plausibility_runs
 from deepknn import pretrained
+from deepknn import runs
 from deepknn import sst_trees
+import nets
 import nlp_utils
+import text_datasets
 from deepknn.reports import faithfulness_report
 from deepknn.reports import paper_analyses
 from deepknn.reports import paper_numbers
@@ -96,8 +100,55 @@ def training(args):
     print(markdown_table(rows, training_table.COLUMNS))
 
 
+SNLI_PROXY_FLAGS = (' --train-file ../shared/data/snli_1.0/snli_1.0_dev.jsonl'
+                    ' --test-file ../shared/data/snli_1.0/snli_1.0_test.jsonl')
+
+
+def check_run_exists(args):
+    """The folder of --run under --results, or a UserError naming it and the command
+    that makes it."""
+    folder = os.path.join(args.results, args.run)
+    if os.path.exists(os.path.join(folder, 'args.json')):
+        return folder
+    dataset, _, model = args.run.rpartition('_')
+    how = 'RUN=NAME scripts/train_and_dknn.sh DATASET MODEL'
+    if dataset in text_datasets.DATASETS and model in nets.MODELS:
+        how = 'scripts/train_and_dknn.sh {} {}{}'.format(
+            dataset, model, SNLI_PROXY_FLAGS if dataset == 'snli' else '')
+    raise UserError('{} holds no trained run; make it with `{}` (or pass --run of one that '
+                    'exists)'.format(folder, how))
+
+
+def load_run(args, needs_temperature=False, check=None):
+    """(setup, DkNN) of --run with the DkNN its flags ask for; `check(setup)` and a
+    missing temperature.json fail before the slow DkNN build (runs.load_run)."""
+    folder = check_run_exists(args)
+    return runs.load_run(folder, cli.dknn_settings(args, folder), needs_temperature, check)
+
+
+def analysis(args):
+    """table2, highlights, terribly, normalizations or snli-artifacts on --run."""
+    function, methods, binary = paper_analyses.ANALYSES[args.command]
+    check = functools.partial(paper_analyses.check_binary_sentiment,
+                              positive_label=args.positive_label) if binary else None
+    setup, dknn = load_run(args, saliency.needs_temperature(methods), check)
+    function(paper_analyses.Analysis(
+        setup, dknn, analysis_stem(args), args.produced_by, args.batchsize,
+        getattr(args, 'normalization', saliency_scores.DEFAULT_NORMALIZATION),
+        args.positive_label, getattr(args, 'limit', None)))
+
+
+def analysis_stem(args):
+    """--out/<output>_<run> of an analysis (OUTPUTS), with a --normalization other than
+    the default appended where the analysis takes one."""
+    name = os.path.splitext(OUTPUTS[args.command][0])[0].format(run=args.run)
+    normalization = getattr(args, 'normalization', saliency_scores.DEFAULT_NORMALIZATION)
+    suffix = '' if normalization == saliency_scores.DEFAULT_NORMALIZATION else '_' + normalization
+    return os.path.join(args.out, name + suffix)
+
+
 def reliability(args):
-    paper_analyses.check_run_exists(args)
+    check_run_exists(args)
     path = os.path.join(args.results, args.run, dknn_evaluation.output_names('test', args.backend)[1])
     if not os.path.exists(path):
         raise UserError('{} does not exist; run run_dknn.py --model-setup {}/args.json '
@@ -134,7 +185,9 @@ def entropy(args):
                             'finetune_entropy.py first'.format(missing[0]))
         setups = [model_setup.load_setup(f) for f in folders]
         models += map(model_setup.run_description, setups)
-        before, after = (measures.cached_measure(setup, args) for setup in setups)
+        before, after = (measures.cached_measure(setup, measures.MeasureSettings(
+            args.beam, args.limit, cli.dknn_settings(args, setup.result_dir)))
+            for setup in setups)
         rows.append(measures.table_row(run, before, after))
     header = ('# Entropy regularisation (Feng et al. 2018, Table 2 layout): before / after '
               'fine-tuning\n\nAccuracy in %. Reduced length: mean words after input reduction '
@@ -158,6 +211,7 @@ def add_entropy_command(commands):
                          help='maximum beam size k (beam max(1, min(k, L - 3)))')
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
+    cli.add_engine(command)
     command.add_argument('--name', default='entropy_regularization',
                          help='file name of the table (without .md/.csv)')
 
@@ -172,7 +226,7 @@ def faithfulness(args):
                                      '--methods')   # before the DkNN build
     # Only a method nobody named may be left out (calibrated without temperature.json).
     optional = () if args.methods else methods
-    setup, dknn = paper_analyses.load_run(args, check=lambda setup, _: (
+    setup, dknn = load_run(args, check=lambda setup: (
         faithfulness_runs.usable_methods(setup, methods, optional)))
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
@@ -261,6 +315,7 @@ def add_faithfulness_command(commands):
                                   saliency.describe_methods()))
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
+    cli.add_engine(command)
     command.add_argument('--curves', action=argparse.BooleanOptionalAction, default=True,
                          help='deletion and insertion curves (a model row per word per '
                               'sentence and ranking); --no-curves measures only the bins')
@@ -278,11 +333,11 @@ def plausibility(args):
     methods = saliency.parse_methods(args.methods, '--methods')   # before the DkNN build
     found = {}
 
-    def read_trees(setup, args):    # before the slow DkNN build
+    def read_trees(setup):    # before the slow DkNN build
         plausibility_runs.check_binary(setup)
         found['trees'] = sst_trees.read_trees(args.trees or sst_trees.default_trees_path(
             'test', setup.config.data_dir))
-    setup, dknn = paper_analyses.load_run(args, check=read_trees)
+    setup, dknn = load_run(args, check=read_trees)
     examples = setup.splits.test[:args.limit]
     run = plausibility_runs.run_plausibility(setup, examples, found['trees'], dknn, methods,
                                              args.thresholds, args.batchsize, args.seed)
@@ -338,6 +393,7 @@ def add_plausibility_commands(commands):
                               saliency.describe_methods())
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
+    cli.add_engine(command)
     cli.add_seed(command, help='seed of the random baseline and the bootstrap')
     summary = add_summary_parser(commands, 'plausibility-summary', plausibility_summary)
     summary.add_argument('--thresholds', type=thresholds, default=default_thresholds,
@@ -382,17 +438,14 @@ def main(argv=None):
     figure.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     figure.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
                         help='the DkNN run whose test predictions are drawn')
-    analyses = {'table2': paper_analyses.table2, 'highlights': paper_analyses.highlights,
-                'terribly': paper_analyses.terribly,
-                'normalizations': paper_analyses.normalizations,
-                'snli-artifacts': paper_analyses.snli_artifacts}
-    for name, function in analyses.items():
+    for name, (function, _, _) in paper_analyses.ANALYSES.items():
         command = commands.add_parser(name, help=function.__doc__.split('\n')[0])
         command.add_argument('--run', default='snli_bilstm' if name == 'snli-artifacts'
                              else 'stsa.binary_bilstm', help='result folder name')
         cli.add_backend(command, help='DkNN search backend')
         cli.add_k(command)
         cli.add_batchsize(command, 256, 'leave-one-out rows per model batch')
+        cli.add_engine(command)
         command.add_argument('--positive-label', default='positive',
                              help='name of the positive class (terribly)')
         if name == 'highlights':
@@ -417,7 +470,7 @@ def main(argv=None):
                         'entropy': entropy, 'faithfulness': faithfulness,
                         'faithfulness-summary': faithfulness_summary,
                         'plausibility': plausibility, 'plausibility-summary': plausibility_summary}
-    commands_by_name.update(analyses)
+    commands_by_name.update({name: analysis for name in paper_analyses.ANALYSES})
     commands_by_name[args.command](args)
 
 

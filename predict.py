@@ -109,7 +109,7 @@ def main(argv=None):
         [args.out + '.html', args.out + '_importances.csv'] if methods else [])
     cli.check_new_outputs(outputs, args.overwrite)
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
-    engine = cli.engine(args, setup.result_dir)   # Ray flags checked before any work
+    dknn_settings = cli.dknn_settings(args, setup.result_dir)   # checked before any work
     if methods and not setup.splits.calib and saliency.needs_dknn(methods):
         raise UserError('--methods {}: needs a DkNN, and this model has no calibration split '
                         '(trained with --n-calib 0); pass --methods confidence,gradient'.format(
@@ -123,20 +123,18 @@ def main(argv=None):
     # Held until the outputs are written: a second run into the same --out stops here.
     with result_folder.lock_outputs(args.out, outputs, 'predict.py'):
         cli.check_new_outputs(outputs, args.overwrite)   # none appeared meanwhile
-        predict(args, setup, engine, (methods, settings), (inputs, notes))
+        predict(args, setup, dknn_settings, (methods, settings), (inputs, notes))
     print('wrote {}'.format(', '.join(path for path in outputs)))
 
 
-def predict(args, setup, engine, maps, read):
+def predict(args, setup, dknn_settings, maps, read):
     """Predict `inputs` and draw their `maps` (methods, page settings) with the DkNN
-    `engine` builds (None: one process), `read` being (inputs, notes on how they were
+    of `dknn_settings`, `read` being (inputs, notes on how they were
     read, for the table's header); write the table and the maps together."""
     (methods, settings), (inputs, notes) = maps, read
     dknn = None
     if setup.splits.calib:
-        with result_folder.lock(setup.result_dir, 'predict.py'):   # DkNN caches
-            dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k,
-                                            batchsize=args.batchsize, engine=engine)
+        dknn = dknn_lib.dknn_from_setup(setup, dknn_settings)
     rows = prediction_rows(setup, inputs, dknn, args.batchsize)
     header = '# Predictions for {}\n\nModel: {}. {}{}\n{}'.format(
         args.input, model_setup.run_description(setup), cli.provenance(),

@@ -148,7 +148,7 @@ def main(argv=None):
         if args.model_setup.endswith('.json') else os.path.abspath(args.model_setup)
     cli.check_new_outputs([table_stem(args, os.path.basename(folder)) + '.md'], args.overwrite)
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
-    engine = cli.engine(args, setup.result_dir)   # Ray flags checked before any work
+    dknn_settings = cli.dknn_settings(args, setup.result_dir)   # checked before any work
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
         raise UserError('the {} split is empty; choose another --split'.format(args.split))
@@ -158,17 +158,15 @@ def main(argv=None):
     with result_folder.lock_outputs(table_stem(args, run), output_paths(args, run, importances),
                                     'reduce_inputs.py'):
         cli.check_new_outputs([table_stem(args, run) + '.md'], args.overwrite)
-        reduce_and_write(args, setup, importances, examples, engine)
+        reduce_and_write(args, setup, importances, examples, dknn_settings)
 
 
-def reduce_and_write(args, setup, importances, examples, engine):
-    """Reduce `examples` with each importance (the DkNN built by `engine`, None for one
-    process); write the table, records, pages, figures."""
+def reduce_and_write(args, setup, importances, examples, dknn_settings):
+    """Reduce `examples` with each importance (with the DkNN of `dknn_settings` where
+    one is needed); write the table, records, pages, figures."""
     dknn = None
     if needs_dknn(setup, importances, args.no_dknn):
-        with result_folder.lock(setup.result_dir, 'reduce_inputs.py'):   # DkNN caches
-            dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k,
-                                            batchsize=args.batchsize, engine=engine)
+        dknn = dknn_lib.dknn_from_setup(setup, dknn_settings)
     results = reduce_split(setup, importances, examples, dknn, args)
     run = os.path.basename(setup.result_dir)
     rows = table_rows(setup, results, run)

@@ -73,16 +73,6 @@ def parse_args(argv=None):
     return args
 
 
-def index_options(args):
-    if args.backend == 'faiss':
-        options = {'kind': args.faiss_kind, 'nprobe': args.nprobe, 'ef_search': args.ef_search}
-        return dict(options, pq_m=args.pq_m) if args.faiss_kind == 'ivfpq' else options
-    if args.backend == 'lsh':
-        options = {'n_bits': args.lsh_bits, 'n_tables': args.lsh_tables}
-        return {name: value for name, value in options.items() if value is not None}
-    return {}
-
-
 def warn_about_split(split):
     if split == 'train':
         print('warning: on the training split every example is its own nearest neighbour, '
@@ -92,21 +82,21 @@ def warn_about_split(split):
               'is optimistic', file=sys.stderr)
 
 
-def report_variant(args):
-    """The part of the report's name that tells its settings from the defaults: '' for
-    k 75, gold neighbour labels, every layer and an exact index; else e.g. '_k16',
+def report_variant(settings):
+    """The part of the report's name that tells its DkNNSettings from the defaults: ''
+    for k 75, gold neighbour labels, every layer and an exact index; else e.g. '_k16',
     '_predicted-labels_last-layer', '_ivfpq-m8-nprobe16'. A k or index sweep keeps
     every report."""
-    parts = [] if args.k == cli.DEFAULT_K else ['k{}'.format(args.k)]
-    parts += ['predicted-labels'] if args.neighbor_labels == 'predicted' else []
-    parts += ['last-layer'] if args.last_layer_only else []
-    options = index_options(args)
-    if args.backend == 'faiss' and options['kind'] != 'flat':
+    parts = [] if settings.k == cli.DEFAULT_K else ['k{}'.format(settings.k)]
+    parts += ['predicted-labels'] if settings.neighbor_labels == 'predicted' else []
+    parts += ['last-layer'] if settings.last_layer_only else []
+    options = settings.index_options
+    if settings.backend == 'faiss' and options['kind'] != 'flat':
         shown = {'hnsw': ('ef_search',), 'ivf': ('nprobe',), 'ivfpq': ('pq_m', 'nprobe')}
         parts.append('-'.join([options['kind']] + ['{}{}'.format(
             name.replace('pq_m', 'm').replace('ef_search', 'ef'), options[name])
             for name in shown[options['kind']] if options.get(name) is not None]))
-    elif args.backend == 'lsh' and options:
+    elif settings.backend == 'lsh' and options:
         parts.append('-'.join('{}{}'.format(name.replace('n_', ''), value)
                               for name, value in sorted(options.items())))
     return ''.join('_' + part for part in parts)
@@ -124,9 +114,10 @@ def write_report(folder, split, report, evaluation, variant):
     return os.path.join(folder, report_name)
 
 
-def settings(args, dknn, split):
-    return dict(backend=args.backend, k=args.k, split=split, eval_file=args.eval_file,
-                last_layer_only=args.last_layer_only, index_options=index_options(args),
+def report_settings(settings, dknn, split, eval_file):
+    """The report's record of the DkNNSettings it was made with."""
+    return dict(backend=settings.backend, k=settings.k, split=split, eval_file=eval_file,
+                last_layer_only=settings.last_layer_only, index_options=settings.index_options,
                 n_short_queries=dknn.n_short_queries)
 
 
@@ -138,21 +129,22 @@ def evaluate_model(args):
         raise UserError('the {} split of {} is empty; choose another --split'.format(
             split, setup.result_dir))
     warn_about_split(split)
-    engine = cli.engine(args, setup.result_dir)
+    settings = cli.dknn_settings(args, setup.result_dir)
+    # The report goes into the run folder by default: held while it is made, and the
+    # DkNN build inside writes the folder's caches under this same (process's) lock.
     with result_folder.lock(setup.result_dir, 'run_dknn.py'):
         timer = dknn_lib.PhaseTimer()
-        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, args.neighbor_labels,
-                                        args.last_layer_only, index_options(args),
-                                        args.batchsize, not args.no_cache, timer, engine)
+        dknn = dknn_lib.dknn_from_setup(setup, settings, not args.no_cache, timer)
         with timer('evaluate'):
-            evaluation = dknn_evaluation.evaluate(setup, dknn, setup.encode(examples), args.batchsize)
+            evaluation = dknn_evaluation.evaluate_split(
+                setup, dknn, split if args.eval_file is None else None, examples, settings)
         report = dknn_evaluation.summary(evaluation)
-        report.update(settings(args, dknn, split), neighbor_labels=args.neighbor_labels,
-                      seconds=timer.seconds, dataset=setup.config.dataset,
-                      model=setup.config.model,
-                      engine=engine.description() if engine else 'local')
+        report.update(report_settings(settings, dknn, split, args.eval_file),
+                      neighbor_labels=settings.neighbor_labels, seconds=timer.seconds,
+                      dataset=setup.config.dataset, model=setup.config.model,
+                      engine=settings.engine.description() if settings.engine else 'local')
         return report, write_report(args.out or setup.result_dir, split, report, evaluation,
-                                    report_variant(args))
+                                    report_variant(settings))
 
 
 def activation_classes(folder, split, *splits):
@@ -179,8 +171,9 @@ def evaluate_activations(args):
                                for name in ('train', 'calib', args.split))
     n_class = activation_classes(folder, args.split, train, calib, evaluated)
     warn_about_split(args.split)
-    dknn = dknn_lib.DkNN(n_class, args.backend, args.k, args.last_layer_only,
-                         index_options(args))
+    settings = cli.dknn_settings(args, folder)
+    dknn = dknn_lib.DkNN(n_class, settings.backend, settings.k, settings.last_layer_only,
+                         settings.index_options)
     for name, (layers, labels, _) in (('train', train), ('calib', calib), (args.split, evaluated)):
         # Every split is checked before the slow indexing: labels, layer count and widths.
         dknn.checked_labels(labels, len(labels), '{}.npz labels'.format(name))
@@ -192,10 +185,11 @@ def evaluate_activations(args):
     dknn.fit(train[0], train[1], progress=True).calibrate(calib[0], calib[1])
     evaluation = dknn_evaluation.evaluate_activations(dknn, evaluated[0], evaluated[1], evaluated[2])
     report = dknn_evaluation.summary(evaluation)
-    report.update(settings(args, dknn, args.split), activations=os.path.abspath(folder),
+    report.update(report_settings(settings, dknn, args.split, None),
+                  activations=os.path.abspath(folder),
                   n_class=n_class, n_train=len(train[1]), n_calib=len(calib[1]))
     return report, write_report(args.out or folder, args.split, report, evaluation,
-                                report_variant(args))
+                                report_variant(settings))
 
 
 def main(argv=None):

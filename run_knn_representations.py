@@ -24,6 +24,7 @@ import numpy as np
 from deepknn.reports import paper_numbers
 from deepknn import cli
 from deepknn import dknn
+from deepknn import dknn_settings
 from deepknn.rajani import knn_influence
 from deepknn.rajani import label_issues
 from deepknn.reports import knn_report
@@ -38,14 +39,15 @@ from nlp_utils import UserError
 from deepknn.reports.tables import markdown_table, write_table
 
 
-# The result folders a command loaded stay locked until it ends: their DkNN activation
-# caches are written while it runs.
+# The result folders that backoff and detect write into (knn_backoff.json, the detection
+# cache) stay locked until the command ends; the DkNN caches lock themselves.
 LOCKS = contextlib.ExitStack()
 
 
-def load(args, path):
+def load(args, path, writes_into_run=False):
     setup = model_setup.load_setup(path, args.gpu, args.data_dir)
-    LOCKS.enter_context(result_folder.lock(setup.result_dir, 'run_knn_representations.py'))
+    if writes_into_run:
+        LOCKS.enter_context(result_folder.lock(setup.result_dir, 'run_knn_representations.py'))
     return setup
 
 
@@ -55,10 +57,11 @@ def backoff(args):
                           args.overwrite, '--table')
     rows, models = [], []
     for path in args.model_setup:
-        setup = load(args, path)
+        setup = load(args, path, writes_into_run=True)
         models.append(model_setup.run_description(setup))
-        result = knn.backoff_experiment(setup, args.layer, args.batchsize, args.dknn_k, args.k,
-                                        args.temperature, args.tau)
+        result = knn.backoff_experiment(setup, args.layer,
+                                        cli.dknn_settings(args, setup.result_dir, args.dknn_k),
+                                        args.k, args.temperature, args.tau)
         nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'knn_backoff.json'),
                                     dict(result, layer=args.layer))
         rows.append(knn_tables.backoff_row(setup, result))
@@ -90,7 +93,8 @@ def explain(args):
     knn.check_temperature(args.temperature)
     out = args.out or os.path.join(setup.result_dir, 'knn_explanations_{}'.format(args.split))
     cli.check_new_outputs([out + '.json', out + '.html'], args.overwrite)
-    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize,
+                                           cli.engine(args, setup.result_dir))
     activations, proba = knn.split_outputs(setup, setup.encode([examples[p] for p in positions]),
                                            args.batchsize)
     neighbors, vote = knn_influence.explanations(classifier, activations[args.layer], args.k,
@@ -107,13 +111,14 @@ def retrieved(args):
     setup = load(args, args.model_setup)
     out = args.out or os.path.join(setup.result_dir, 'knn_retrieved_{}'.format(args.split))
     cli.check_new_outputs([out + '.md', out + '.csv'], args.overwrite)
-    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    engine = cli.engine(args, setup.result_dir)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize, engine)
     if args.split == 'train':
-        train_vectors = dknn.train_activations(setup, 'gold', args.batchsize)[0][args.layer]
+        train_vectors = dknn.training_split_activations(setup, dknn_settings.DkNNSettings(
+            batchsize=args.batchsize, engine=engine))[0][args.layer]
         counts = knn_influence.training_set_counts(classifier, train_vectors, args.k)
     else:
-        activations, _ = knn.split_outputs(setup, setup.encode(split_examples(setup, args.split)),
-                                           args.batchsize)
+        activations = knn.whole_split_outputs(setup, args.split, args.batchsize, engine)[0]
         counts = knn_influence.retrieval_counts(
             classifier.neighbors(activations[args.layer], args.k).indices, classifier.n_train)
     rows = [{'rank': rank + 1, 'train_index': int(i), 'times_retrieved': int(counts[i]),
@@ -133,7 +138,7 @@ def detect(args):
     cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '_auprc.md',
                                                             '.png')], args.overwrite)
     rows, ranked, curves, points, models = [], [], {}, {}, []
-    setups = [load(args, path) for path in args.model_setup]
+    setups = [load(args, path, writes_into_run=True) for path in args.model_setup]
     knn_tables.check_seed_replicates([setup.config for setup in setups], args.model_setup)
     for setup in setups:
         models.append(model_setup.run_description(setup))
@@ -191,7 +196,8 @@ AUPRC_NOTE = ('\nEvery detector as a ranking (cleanlab\'s own evaluation): AUPRC
 def explained(setup, examples, positions, args):
     """Explanation records of examples[positions] under one run (its model, its kNN over
     its own training split)."""
-    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize,
+                                           cli.engine(args, setup.result_dir))
     chosen = [examples[p] for p in positions]
     activations, proba = knn.split_outputs(setup, setup.encode(chosen), args.batchsize, None)
     neighbors, vote = knn_influence.explanations(classifier, activations[args.layer], args.k,
@@ -250,8 +256,9 @@ def candidates(args):
     examples of a run (no flipped labels needed)."""
     cli.check_new_outputs([args.out + '.md'], args.overwrite)
     setup = load(args, args.model_setup)
-    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize)
-    activations, proba = knn.split_outputs(setup, setup.dev, args.batchsize)
+    engine = cli.engine(args, setup.result_dir)
+    classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize, engine)
+    activations, proba, _ = knn.whole_split_outputs(setup, 'dev', args.batchsize, engine)
     found = knn_influence.candidate_mislabeled(proba.argmax(axis=1),
                                                classifier.neighbors(activations[args.layer], 1))
     sample = np.sort(np.random.RandomState(args.seed).choice(
@@ -288,6 +295,7 @@ def parse_args(argv=None):
     sub.add_argument('--tau', type=float, default=None, help='fixed tau (default: tuned)')
     sub.add_argument('--table', default='results/knn_backoff', help='output path without suffix')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=backoff)
     sub = commands.add_parser('explain', parents=[common], help='nearest training examples')
     cli.add_model_setup(sub)
@@ -298,6 +306,7 @@ def parse_args(argv=None):
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
     sub.add_argument('--out', default=None, help='output path without .json/.html')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=explain)
     sub = commands.add_parser('retrieved', parents=[common],
                               help='most retrieved training examples')
@@ -309,6 +318,7 @@ def parse_args(argv=None):
                      help='how many training examples to list')
     sub.add_argument('--out', default=None, help='output path without .md/.csv')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=retrieved)
     sub = commands.add_parser('detect', parents=[common], help='mislabeled examples, Figure 4')
     cli.add_model_setup(sub, '+', 'runs trained with --label-noise (one per seed)')
@@ -328,6 +338,7 @@ def parse_args(argv=None):
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
     sub.add_argument('--out', required=True, help='output path without .md/.csv/.html')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=contrast)
     sub = commands.add_parser('candidates', parents=[common], help=candidates.__doc__)
     cli.add_model_setup(sub)
@@ -336,6 +347,7 @@ def parse_args(argv=None):
     sub.add_argument('--seed', type=nlp_utils.seed, default=0, help='seed of the sample')
     sub.add_argument('--out', required=True, help='output path without .md/.csv')
     cli.add_overwrite(sub)
+    cli.add_engine(sub)
     sub.set_defaults(run=candidates)
     sub = commands.add_parser('negation', help=negation.__doc__)
     sub.add_argument('--datasets', nargs='+', default=['cad-snli', 'cad-snli-augmented'],

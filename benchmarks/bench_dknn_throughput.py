@@ -21,6 +21,7 @@ from deepknn import cli  # noqa: E402
 from deepknn import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
 from deepknn import dknn as dknn_lib  # noqa: E402
+from deepknn import dknn_settings  # noqa: E402
 
 
 def per_example(setup, dknn, inputs):
@@ -57,7 +58,7 @@ def main():
     cli.check_new_outputs([args.out], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     inputs = [x for x, _ in setup.test[:args.limit]]
-    dknns = {backend: dknn_lib.dknn_from_setup(setup, backend, args.k)
+    dknns = {backend: dknn_lib.dknn_from_setup(setup, dknn_settings.DkNNSettings(args.k, backend))
              for backend in ('kdtree', 'faiss')}
     runs = [('(a) per-example KD-tree loop', *timed(per_example, setup, dknns['kdtree'], inputs)),
             ('(b) batched KD-tree', *timed(batched, setup, dknns['kdtree'], inputs, args.batchsize)),

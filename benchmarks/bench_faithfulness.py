@@ -52,7 +52,7 @@ def main(argv=None):
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
         raise UserError('the {} split is empty; pass another --split'.format(args.split))
-    dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k)
+    dknn = dknn_lib.dknn_from_setup(setup, cli.dknn_settings(args, setup.result_dir))
     seconds, run = [], None
     for _ in range(args.repeats):
         start = time.perf_counter()

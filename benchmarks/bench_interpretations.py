@@ -9,6 +9,7 @@
 Each side is timed --repeats times, back to back; prints the median and range of
 sentences/second and of the speed-up, and the largest difference in importance.
 """
+import dataclasses
 import os
 import statistics
 import sys
@@ -67,8 +68,9 @@ def main():
     setup = model_setup.load_setup(args.model_setup)
     if setup.model.pair:
         raise nlp_utils.UserError('this benchmark takes a single-sentence model')
-    dknn = dknn_lib.dknn_from_setup(setup, 'kdtree', args.k)
-    batched_dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k)
+    settings = cli.dknn_settings(args, setup.result_dir)
+    dknn = dknn_lib.dknn_from_setup(setup, dataclasses.replace(settings, backend='kdtree'))
+    batched_dknn = dknn_lib.dknn_from_setup(setup, settings)
     examples = setup.splits.test[:args.limit]
     load = cli.machine_load()
 

@@ -57,7 +57,7 @@ def main(argv=None):
     aligned = plausibility_runs.align_rationales(setup.splits.test[:args.limit], trees,
                                                  plausibility_runs.check_binary(setup))
     methods, _ = faithfulness_runs.usable_methods(setup, faithfulness_runs.DEFAULT_METHODS)
-    dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k)
+    dknn = dknn_lib.dknn_from_setup(setup, cli.dknn_settings(args, setup.result_dir))
     map_seconds, measure_seconds = [], []
     for _ in range(args.repeats):
         maps, seconds = timed(lambda: saliency.interpret_all(

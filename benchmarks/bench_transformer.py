@@ -32,7 +32,6 @@ from deepknn import cli  # noqa: E402
 from deepknn import dknn as dknn_lib  # noqa: E402
 from deepknn import leave_one_out  # noqa: E402
 from deepknn import model_setup  # noqa: E402
-from deepknn import result_folder  # noqa: E402
 from deepknn import saliency  # noqa: E402
 from deepknn import training  # noqa: E402
 import nlp_utils  # noqa: E402
@@ -247,8 +246,7 @@ def main(argv=None):
         raise UserError('{} is a {} run; this benchmark takes a transformer run (--model '
                         '{})'.format(args.model_setup, setup.config.model,
                                      ' or '.join(model_setup.TRANSFORMER_MODELS)))
-    with result_folder.lock(setup.result_dir, 'bench_transformer.py'):   # DkNN caches
-        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
+    dknn = dknn_lib.dknn_from_setup(setup, cli.dknn_settings(args, setup.result_dir))
     runs, facts = measure(args, setup, dknn)
     facts['load'] = load
     text = table(args, setup, runs, facts)

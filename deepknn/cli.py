@@ -10,6 +10,7 @@ import os
 import sys
 
 import nlp_utils
+from deepknn import dknn_settings as dknn_settings_lib
 from deepknn import knn_index
 from deepknn.distributed import engine as engine_lib
 
@@ -119,6 +120,33 @@ def engine(args, result_dir):
         shards=args.shards or 2, workers=args.workers or 2, address=args.ray_address,
         dtype=args.activation_dtype or 'float32', kind=kind,
         nprobe=getattr(args, 'nprobe', 16), pq_m=getattr(args, 'pq_m', None))
+
+
+def dknn_settings(args, result_dir, k=None):
+    """The DkNNSettings that a command's flags ask for: --k, --backend and its index
+    options, --neighbor-labels, --last-layer-only, --batchsize and the engine flags,
+    each where the command has it (the settings' default where not). `k`: the DkNN's k
+    where the command's --k means another one (backoff's --dknn-k). A bad value is a
+    UserError naming the parameter, which run_cli renders as its flag."""
+    return dknn_settings_lib.DkNNSettings(
+        k=args.k if k is None else k, backend=getattr(args, 'backend', 'faiss'),
+        neighbor_labels=getattr(args, 'neighbor_labels', 'gold'),
+        last_layer_only=getattr(args, 'last_layer_only', False),
+        index_options=index_options(args), batchsize=getattr(args, 'batchsize', 64),
+        engine=engine(args, result_dir) if hasattr(args, 'engine') else None)
+
+
+def index_options(args):
+    """The backend's index options from --faiss-kind, --nprobe, --ef-search, --pq-m,
+    --lsh-bits and --lsh-tables, for a command that has them ({} for one that has not)."""
+    backend = getattr(args, 'backend', 'faiss')
+    if backend == 'faiss' and hasattr(args, 'faiss_kind'):
+        options = {'kind': args.faiss_kind, 'nprobe': args.nprobe, 'ef_search': args.ef_search}
+        return dict(options, pq_m=args.pq_m) if args.faiss_kind == 'ivfpq' else options
+    if backend == 'lsh' and hasattr(args, 'lsh_bits'):
+        options = {'n_bits': args.lsh_bits, 'n_tables': args.lsh_tables}
+        return {name: value for name, value in options.items() if value is not None}
+    return {}
 
 
 def add_batchsize(parser, default=64, help='inputs per model batch'):

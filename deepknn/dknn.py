@@ -2,14 +2,12 @@
 
 `DkNN` works on plain per-layer activation arrays from any model (one method per stage:
 build the indexes, calibrate, predict). The rest connects it to a trained model of this
-project: cached training activations, cached faiss indexes and `dknn_from_setup`
-(evaluation and reports: dknn_evaluation.py). Nothing here parses flags or writes files
-other than its caches.
+project: `dknn_from_setup(setup, settings)` with a dknn_settings.DkNNSettings, over the
+run's caches (activation_cache.py; evaluation and reports: dknn_evaluation.py). Nothing
+here parses flags or writes files other than those caches.
 """
 import contextlib
 import json
-import os
-import sys
 import time
 import zipfile
 import zlib
@@ -18,6 +16,8 @@ import numpy as np
 import tqdm
 
 from deepknn import knn_index
+from deepknn.activation_cache import (
+    IndexCache, activation_key, checked_activations, train_activations)
 import nlp_utils
 from nlp_utils import UserError
 
@@ -77,8 +77,8 @@ class DkNN:
                                            'train_labels')
         n_train = len(train_labels)
         if self.k > n_train:
-            raise UserError('k={} is larger than the {} training examples; choose a smaller k'
-                            .format(self.k, n_train))
+            raise UserError('k={} is larger than the {} training examples; choose a smaller `k`'
+                            .format(self.k, n_train), parameter='k')
         self.n_layers = len(train_activations)
         self.train_activations = list(train_activations)
         searched = self._searched(train_activations, 'training')
@@ -105,13 +105,13 @@ class DkNN:
     def calibrate(self, calib_activations, calib_labels):
         """Nonconformity of each calibration example at its true label, shape (N_calib,)."""
         if len(calib_labels) == 0:
-            raise UserError('the calibration split is empty; re-train with --n-calib > 0')
+            raise UserError('the calibration split is empty; re-train with `n_calib` > 0')
         calib_activations = self._checked_query(calib_activations, 'calib_activations')
         calib_labels = self.checked_labels(calib_labels, len(calib_activations[0]),
                                            'calib_labels')
         if len(np.unique(calib_labels)) < 2:
             raise UserError('the calibration split holds only class {}; re-train with a larger '
-                            '--n-calib or another --seed'.format(calib_labels[0]))
+                            '`n_calib` or another `seed`'.format(calib_labels[0]))
         nonconformity = self.nonconformity(self.neighbor_labels(calib_activations))
         self.calibration_scores = np.sort(nonconformity[np.arange(len(calib_labels)), calib_labels])
         return self
@@ -269,86 +269,6 @@ def checked_layers(activations, name):
     return layers
 
 
-def checked_activations(activations, what):
-    """The activations, unchanged, or a UserError naming the first non-finite layer."""
-    for i, layer in enumerate(activations):
-        if not np.all(np.isfinite(layer)):
-            raise UserError('{} activations of layer {} contain NaN or inf: the model gives '
-                            'non-finite values on these inputs (did its training diverge?); '
-                            're-train it'.format(what, i))
-    return activations
-
-
-def activation_key(setup):
-    """Identifies the cached activations: digests of the model file, the vocabulary and
-    the training split's examples (a data file changed with the same number of lines
-    changes the key too)."""
-    model_path = os.path.join(setup.result_dir, setup.config.model_path)
-    return '{}:{}:{}'.format(nlp_utils.file_digest(model_path), nlp_utils.vocab_digest(setup.vocab),
-                             nlp_utils.examples_digest(setup.splits.train))
-
-
-def read_cache(path, key):
-    """The arrays of cache file `path` as a dict when its key is `key`, else None. A
-    corrupt cache is reported and ignored, so it is rebuilt rather than a dead end."""
-    if not os.path.exists(path):
-        return None
-    try:
-        nlp_utils.check_npz(path, 'cache', 'it is rebuilt')
-        with np.load(path, allow_pickle=False) as cache:
-            if str(cache['key']) != str(key):
-                return None
-            return {name: cache[name] for name in cache.files}
-    except (UserError, OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile,
-            zlib.error) as error:
-        print('warning: ignoring the unreadable cache {} ({}); rebuilding it'.format(
-            path, error), file=sys.stderr)
-        return None
-
-
-def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=True, key=None):
-    """(list of (N, D_l) float32, labels (N,)) for the training split, cached in
-    <result_dir>/dknn_cache.npz and reused while model file and split are unchanged.
-    `key`: activation_key(setup) when the caller has it already."""
-    cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
-    key = np.array(key or activation_key(setup))
-    cache = read_cache(cache_path, key) if use_cache else None
-    if cache is not None:
-        activations = [cache['layer_{}'.format(i)] for i in range(int(cache['n_layers']))]
-        return activations, cache[neighbor_labels].astype(np.int64)
-    train = setup.train
-    activations = checked_activations(setup.model.layer_activations(
-        [x for x, _ in train], batchsize, progress='caching train activations'), 'training')
-    gold = np.array([y for _, y in train], dtype=np.int64)
-    predicted = activations[-1].argmax(axis=1).astype(np.int64)
-    layers = {'layer_{}'.format(i): a for i, a in enumerate(activations)}
-    nlp_utils.atomic_savez(cache_path, key=key, n_layers=len(activations), gold=gold,
-                           predicted=predicted, **layers)
-    return activations, {'gold': gold, 'predicted': predicted}[neighbor_labels]
-
-
-class IndexCache:
-    """<result_dir>/dknn_index_<backend>.npz: built indexes of backends that can be saved
-    without pickle (faiss); KD-tree and LSH indexes are rebuilt from the cached
-    activations. Valid while activations, backend options and layers are unchanged."""
-
-    def __init__(self, result_dir, activations_key, dknn):
-        self.path = os.path.join(result_dir, 'dknn_index_{}.npz'.format(dknn.backend))
-        self.key = '{}|{}|{}'.format(activations_key, sorted(dknn.index_options.items()),
-                                     dknn.last_layer_only)
-        self.dknn = dknn
-
-    def load(self):
-        """Per-layer saved states, or None when there is no valid cache."""
-        cache = read_cache(self.path, self.key)
-        return None if cache is None else knn_index.index_states_from(cache)
-
-    def save(self):
-        arrays = knn_index.index_state_arrays(self.dknn.indexes)
-        if arrays is not None:
-            nlp_utils.atomic_savez(self.path, key=np.array(self.key), **arrays)
-
-
 class PhaseTimer:
     """Wall time of named phases, in seconds: `with timer('index'): ...`."""
 
@@ -362,54 +282,63 @@ class PhaseTimer:
         self.seconds[name] = round(time.perf_counter() - start, 3)
 
 
-def fitted_dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold',
-                           last_layer_only=False, index_options=None, batchsize=64,
-                           use_cache=True, timer=None, engine=None):
-    """A DkNN fitted on the training split of a loaded model setup, not yet calibrated:
-    for a caller that calibrates it on examples of its own choosing. engine: a
-    distributed.engine.RayEngine to extract and index on Ray (sharded), or None."""
+def fitted_dknn_from_setup(setup, settings, use_cache=True, timer=None):
+    """A DkNN fitted on the training split of a loaded model setup, not yet calibrated,
+    for a caller that calibrates it on examples of its own choosing. settings: a
+    dknn_settings.DkNNSettings (its engine, when set, extracts and indexes on Ray)."""
     timer = timer or PhaseTimer()
-    if k > len(setup.splits.train):   # checked before the slow caching
-        raise UserError('k={} is larger than the {} training examples; pass a smaller --k'
-                        .format(k, len(setup.splits.train)))
-    dknn = DkNN(setup.config.n_class, backend, k, last_layer_only, index_options)
-    if engine is not None:
+    if settings.k > len(setup.splits.train):   # checked before the slow caching
+        raise UserError('k={} is larger than the {} training examples; choose a smaller `k`'
+                        .format(settings.k, len(setup.splits.train)), parameter='k')
+    dknn = DkNN(setup.config.n_class, settings.backend, settings.k, settings.last_layer_only,
+                settings.index_options)
+    if settings.engine is not None:
         from deepknn.distributed import ray_dknn
-        return ray_dknn.fitted(dknn, setup, engine, activation_key(setup), neighbor_labels,
-                               batchsize, timer)
+        return ray_dknn.fitted(dknn, setup, settings, activation_key(setup), timer)
     with timer('cache'):
         key = activation_key(setup)
-        activations, labels = train_activations(setup, neighbor_labels, batchsize, use_cache, key)
+        activations, labels = train_activations(setup, settings.neighbor_labels,
+                                                settings.batchsize, use_cache, key)
     with timer('index'):
-        index_cache = IndexCache(setup.result_dir, key, dknn) if use_cache else None
-        saved_states = index_cache.load() if index_cache else None
-        dknn.fit(activations, labels, progress=True, index_states=saved_states)
-        if index_cache and saved_states is None:
-            index_cache.save()
-    return dknn
+        if not use_cache:
+            return dknn.fit(activations, labels, progress=True)
+        return IndexCache(setup.result_dir, key, dknn).fit(activations, labels)
 
 
-def dknn_from_setup(setup, backend='faiss', k=75, neighbor_labels='gold', last_layer_only=False,
-                    index_options=None, batchsize=64, use_cache=True, timer=None, engine=None):
-    """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup);
-    engine: see fitted_dknn_from_setup."""
+def dknn_from_setup(setup, settings, use_cache=True, timer=None):
+    """Build and calibrate a DkNN for a loaded model setup (see model_setup.load_setup)
+    with dknn_settings.DkNNSettings `settings`; see fitted_dknn_from_setup."""
     timer = timer or PhaseTimer()
     # Checked before the slow caching, which would only fail after it.
     if not setup.splits.calib:
-        raise UserError('the calibration split is empty; re-train with --n-calib > 0')
-    dknn = fitted_dknn_from_setup(setup, backend, k, neighbor_labels, last_layer_only,
-                                  index_options, batchsize, use_cache, timer, engine)
+        raise UserError('the calibration split is empty; re-train with `n_calib` > 0')
+    dknn = fitted_dknn_from_setup(setup, settings, use_cache, timer)
     with timer('calibrate'):
-        if engine is not None:
-            from deepknn.distributed import ray_dknn
-            return dknn.calibrate(*ray_dknn.split_activations(engine, setup, 'calib',
-                                                             activation_key(setup), batchsize))
-        return calibrated_on_split(dknn, setup, batchsize)
+        return calibrated_on_split(dknn, setup, settings)
 
 
-def calibrated_on_split(dknn, setup, batchsize=64):
-    """`dknn` (fitted) calibrated on the setup's calibration split, with a progress bar."""
-    calib = setup.calib
-    calib_activations = checked_activations(setup.model.layer_activations(
-        [x for x, _ in calib], batchsize, progress='calibration'), 'calibration')
-    return dknn.calibrate(calib_activations, [y for _, y in calib])
+def split_activations(setup, split, settings, progress=None):
+    """(list of (N, D_l) float32, gold labels (N,)) of a whole split of the setup: through
+    the Ray Data pipeline when settings.engine is set, else in this process."""
+    if settings.engine is not None:
+        from deepknn.distributed import ray_dknn
+        return ray_dknn.split_activations(settings.engine, setup, split, activation_key(setup),
+                                          settings.batchsize)
+    examples = getattr(setup, split)
+    return checked_activations(setup.model.layer_activations(
+        [x for x, _ in examples], settings.batchsize, progress=progress or split), split), \
+        [y for _, y in examples]
+
+
+def training_split_activations(setup, settings):
+    """(list of (N, D_l) float32, gold labels (N,)) of the training split: from the Ray
+    Data pipeline's storage when settings.engine is set, else from the run's activation
+    cache (train_activations)."""
+    if settings.engine is not None:
+        return split_activations(setup, 'train', settings)
+    return train_activations(setup, 'gold', settings.batchsize)
+
+
+def calibrated_on_split(dknn, setup, settings):
+    """`dknn` (fitted) calibrated on the setup's calibration split."""
+    return dknn.calibrate(*split_activations(setup, 'calib', settings, 'calibration'))

@@ -9,7 +9,7 @@ import tqdm
 
 import nlp_utils
 from deepknn import calibration
-from deepknn.dknn import checked_activations
+from deepknn.dknn import checked_activations, split_activations
 from nlp_utils import UserError
 
 
@@ -24,6 +24,17 @@ def evaluate(setup, dknn, examples, batchsize=64):
                 inputs[start:start + batchsize], batchsize), 'evaluation')
             yield layers, layers[-1]   # the last DkNN layer is the logits
     return _evaluation(dknn, batches(), [y for _, y in examples])
+
+
+def evaluate_split(setup, dknn, split, examples, settings):
+    """evaluate() of token-level `examples`, which are the whole `split` of the setup
+    (None: examples from elsewhere, a file). With settings.engine set, a whole split's
+    activations come from the Ray Data pipeline (dknn.split_activations) as the training
+    and calibration activations do; otherwise they are computed here batch by batch."""
+    if settings.engine is not None and split is not None:
+        layers, labels = split_activations(setup, split, settings)
+        return evaluate_activations(dknn, layers, labels, layers[-1])   # the last is the logits
+    return evaluate(setup, dknn, setup.encode(examples), settings.batchsize)
 
 
 def evaluate_activations(dknn, activations, labels, logits=None, batchsize=1024):
@@ -92,8 +103,9 @@ def read_activations(path):
     layer_0 ... layer_{L-1} (N, D_l), labels (N,) integers in [0, C), and optionally
     logits (N, C). Returns (list of layers, labels, logits or None)."""
     if not os.path.exists(path):
-        raise UserError('{} does not exist; --activations DIR needs {} (see docs/dknn.md)'.format(
-            path, ', '.join(s + '.npz' for s in ACTIVATION_SPLITS)))
+        raise UserError('{} does not exist; an activations folder needs {} (see '
+                        'docs/dknn.md)'.format(path, ', '.join(s + '.npz'
+                                                               for s in ACTIVATION_SPLITS)))
     nlp_utils.check_npz(path, 'activations file', 'write it with numpy.savez')
     try:
         with np.load(path, allow_pickle=False) as saved:

@@ -53,15 +53,37 @@ def mark(folder, created_by):
         f.write('\n')
 
 
+# Folders whose lock this process holds (realpath -> pid): `lock_for_caches` of a folder
+# whose lock a caller of this very process already holds goes on without taking it.
+_HELD_HERE = {}
+
+
 @contextlib.contextmanager
 def lock(folder, purpose):
     """Hold the exclusive lock of result folder `folder` (which may not exist yet) for
     the duration; a second holder gets a UserError naming the first. The lock file
     `.NAME.lock` beside the folder exists only while it is held."""
+    key = os.path.realpath(folder)
     with _held(_sibling(folder, 'lock'), folder, purpose):
-        if os.path.isdir(folder):
-            sweep_dead_temporaries(folder)
-        yield
+        _HELD_HERE[key] = os.getpid()
+        try:
+            if os.path.isdir(folder):
+                sweep_dead_temporaries(folder)
+            yield
+        finally:
+            _HELD_HERE.pop(key, None)
+
+
+def held_by_this_process(folder):
+    """Whether this process (not a forked child of it) holds `folder`'s lock now."""
+    return _HELD_HERE.get(os.path.realpath(folder)) == os.getpid()
+
+
+def lock_for_caches(folder, purpose):
+    """The lock a writer of `folder`'s caches holds while it writes them: the folder's
+    lock, or nothing more where this process holds it already (a command that locked
+    the run folder for its own outputs, then builds the run's DkNN)."""
+    return contextlib.nullcontext() if held_by_this_process(folder) else lock(folder, purpose)
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ input has NaN leave-one-out importance, but a gradient. Normalisation, highlight
 and ranks of the maps are in saliency_scores.py; rendering in reports/saliency_report.py.
 """
 from deepknn import dknn as dknn_lib
+from deepknn import dknn_settings
 import numpy as np
 from deepknn import calibration
 from deepknn.leave_one_out import (DEFAULT_BATCHSIZE, Interpretation, chunked_rows,
@@ -229,10 +230,11 @@ def needs_temperature(methods):
 def make_interpreter(method, setup, dknn=None):
     """The Interpreter of a registered `method` for a loaded setup (model_setup.Setup or
     anything with .model, .vocab, .result_dir). A method that needs_dknn gets `dknn`, or
-    a DkNN with the default settings (kdtree, k=75) when `dknn` is None."""
+    a DkNN with the default DkNNSettings (exact faiss, k=75) when `dknn` is None; its
+    caches are written under the run folder's lock, as every DkNN build's."""
     cls = REGISTRY[parse_methods([method], 'method')[0]]
     if cls.needs_dknn and dknn is None:
-        dknn = dknn_lib.dknn_from_setup(setup)
+        dknn = dknn_lib.dknn_from_setup(setup, dknn_settings.DkNNSettings())
     return cls.from_setup(setup, dknn)
 
 
@@ -250,7 +252,7 @@ def interpret_all(setup, methods, examples, dknn=None, batchsize=DEFAULT_BATCHSI
     if needs_temperature(methods):
         calibration.load_temperature(setup.result_dir)
     if dknn is None and needs_dknn(methods):
-        dknn = dknn_lib.dknn_from_setup(setup)
+        dknn = dknn_lib.dknn_from_setup(setup, dknn_settings.DkNNSettings())
     interpreters = {m: make_interpreter(m, setup, dknn) for m in methods}
     loo = [m for m in methods if isinstance(interpreters[m], LeaveOneOut)]
     results = {}

@@ -28,7 +28,6 @@ from deepknn.rajani import knn_representations as knn  # noqa: E402
 from deepknn import model_setup  # noqa: E402
 from deepknn import training  # noqa: E402
 import nlp_utils  # noqa: E402
-from deepknn import result_folder  # noqa: E402
 from deepknn.reports import paper_numbers  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 
@@ -54,8 +53,7 @@ def train(out, config):
 
 def retrieval_counts(full_run, k, layer):
     setup = model_setup.load_setup(full_run)
-    with result_folder.lock(setup.result_dir, 'knn_removal.py'):   # the activation cache
-        activations, labels = dknn.train_activations(setup)
+    activations, labels = dknn.train_activations(setup)   # its cache locks the run
     knn.check_layer(layer, len(activations))
     classifier = knn.KnnClassifier(activations[layer], labels, setup.config.n_class)
     return knn_influence.training_set_counts(classifier, activations[layer], k)

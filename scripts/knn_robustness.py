@@ -52,6 +52,7 @@ def parse_args(argv=None):
                         help='activation layer (-2: the last hidden layer)')
     cli.add_batchsize(parser)
     cli.add_device(parser)
+    cli.add_engine(parser)
     parser.add_argument('--out', default='results', help='output folder')
     parser.add_argument('--name', default='knn_robustness', help='file stem of the tables')
     cli.add_overwrite(parser)
@@ -83,13 +84,15 @@ def measure(args, sets):
     with contextlib.ExitStack() as locks:
         for path in args.model_setup:
             setup = model_setup.load_setup(path, args.gpu, args.data_dir)
+            engine = cli.engine(args, setup.result_dir)
+            # Its results are cached in the run folder (the DkNN caches lock themselves).
             locks.enter_context(result_folder.lock(setup.result_dir, 'knn_robustness.py'))
             models.append(model_setup.run_description(setup))
             for eval_set in sets:
                 set_name = eval_set.name
                 result = robustness.cached_robustness_experiment(
                     setup, eval_set, args.layer, args.batchsize, args.k, args.seed,
-                    args.n_validation)
+                    args.n_validation, engine)
                 tables['table4'].append(robustness_tables.table4_row(setup, set_name, result))
                 tables['groups'] += robustness_tables.group_rows(setup, set_name, result)
                 if eval_set.binary:
@@ -110,6 +113,7 @@ def main(argv=None):
     args = parse_args(argv)
     stems = {name: os.path.join(args.out, '{}_{}'.format(args.name, name)) for name in OUTPUTS}
     cli.check_new_outputs([stem + '.md' for stem in stems.values()], args.overwrite)
+    cli.engine(args, args.out)   # the engine flags checked before any work (storage: per run)
     sets = load_sets(args)
     tables, models = measure(args, sets)
     tables['table4'] += robustness_tables.paper_table4_rows(sets)

@@ -1,12 +1,16 @@
 """Running the CLIs as a user does, and checking that nothing they should not touch changed."""
+import contextlib
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 
 from deepknn import dknn
 from deepknn import model_setup
+from deepknn.dknn_settings import DkNNSettings
 import nlp_utils
 import train_text_classifier
 
@@ -48,7 +52,7 @@ def tiny_run_with_dknn(folder):
     results = folder / 'results'
     train_tiny(folder, results / 'run')
     setup = model_setup.load_setup(str(results / 'run' / 'args.json'))
-    return results, setup, dknn.dknn_from_setup(setup, 'kdtree', 5, use_cache=False)
+    return results, setup, dknn.dknn_from_setup(setup, DkNNSettings(5, 'kdtree'), use_cache=False)
 
 
 def cli(main, argv, capsys):
@@ -111,3 +115,29 @@ def npz_digest(path):
                                                     list(array.shape)).encode('utf-8'))
             digest.update(array.tobytes())
     return digest.hexdigest()[:12]
+
+
+HOLDER = '''
+import sys
+sys.path.insert(0, {root!r})
+from deepknn import result_folder
+with result_folder.lock({folder!r}, {purpose!r}):
+    print('held', flush=True)
+    sys.stdin.read()        # until the test closes our stdin
+'''
+
+
+@contextlib.contextmanager
+def held_by_another_process(folder, purpose):
+    """Hold result folder `folder`'s lock in a child process for the duration (a lock of
+    this very process would be re-entrant for the DkNN caches)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    holder = subprocess.Popen(
+        [sys.executable, '-c', HOLDER.format(root=root, folder=str(folder), purpose=purpose)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        yield
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)

@@ -9,6 +9,7 @@ import pytest
 
 from deepknn import model_setup, training
 from deepknn import dknn as dknn_lib
+from deepknn.dknn_settings import DkNNSettings
 import run_dknn
 import train_text_classifier
 from nlp_utils import UserError
@@ -317,16 +318,16 @@ def test_faiss_indexes_are_cached_and_reused(trained, tmp_path):
     copy = tmp_path / 'faiss_copy'
     shutil.copytree(str(out), str(copy))
     setup = model_setup.load_setup(str(copy))
-    first = dknn_lib.dknn_from_setup(setup, 'faiss', k=5)
+    first = dknn_lib.dknn_from_setup(setup, DkNNSettings(k=5))
     saved = copy / 'dknn_index_faiss.npz'
     assert saved.exists()
     saved_time = os.path.getmtime(str(saved))
-    second = dknn_lib.dknn_from_setup(setup, 'faiss', k=5)
+    second = dknn_lib.dknn_from_setup(setup, DkNNSettings(k=5))
     assert os.path.getmtime(str(saved)) == saved_time
     queries = setup.model.layer_activations([x for x, _ in setup.test])
     np.testing.assert_array_equal(first.predict_from_activations(queries)['p_values'],
                                   second.predict_from_activations(queries)['p_values'])
-    other = dknn_lib.dknn_from_setup(setup, 'faiss', k=5, index_options={'kind': 'hnsw'})
+    other = dknn_lib.dknn_from_setup(setup, DkNNSettings(k=5, index_options={'kind': 'hnsw'}))
     assert other.indexes[0].kind == 'hnsw' and os.path.getmtime(str(saved)) > saved_time
 
 

@@ -207,8 +207,8 @@ def test_entropy_table_reuses_each_models_measurements_until_the_model_changes(
     measured = []
     real_measure = measures.measure
     monkeypatch.setattr(measures, 'measure',
-                        lambda setup, args: measured.append(setup.result_dir) or
-                        real_measure(setup, args))
+                        lambda setup, settings: measured.append(setup.result_dir) or
+                        real_measure(setup, settings))
     paper_results.main(argv)                       # both models cached: nothing measured
     assert measured == [] and (tmp_path / 'table.csv').read_text() == table
     argv[argv.index('--limit') + 1] = '6'

@@ -12,6 +12,7 @@ from deepknn import calibration
 from deepknn.explorer import app as explorer_app
 from deepknn.explorer import session as explorer
 from deepknn.feng import input_reduction
+import cli_helpers
 import explore
 import predict
 import run_knn_representations
@@ -335,10 +336,9 @@ def test_an_evaluation_file_is_shown_beside_the_splits(run, data_files):  # noqa
 
 @pytest.mark.parametrize('backend', ['faiss', 'kdtree'])
 def test_the_folder_is_locked_only_while_a_cache_is_written(run, backend):
-    from deepknn import result_folder
     explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))  # caches now
     folder = os.path.dirname(run)
-    with result_folder.lock(folder, 'another command'):
+    with cli_helpers.held_by_another_process(folder, 'another command'):
         session = explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
         assert session.dknn is not None
         os.remove(os.path.join(folder, 'dknn_cache.npz'))

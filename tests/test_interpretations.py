@@ -168,7 +168,7 @@ def test_chunks_respect_row_and_token_limits():
 def test_dknn_is_built_only_for_dknn_methods(setup_and_dknn, monkeypatch):
     setup, dknn = setup_and_dknn
     calls = []
-    monkeypatch.setattr(dknn_lib, 'dknn_from_setup', lambda s: calls.append(s) or dknn)
+    monkeypatch.setattr(dknn_lib, 'dknn_from_setup', lambda s, settings: calls.append(s) or dknn)
     examples = examples_of(random_sentences(2, seed=8))
     saliency.interpret_all(setup, ['confidence', 'gradient'], examples, progress=False)
     assert calls == []
@@ -287,7 +287,7 @@ def test_registry_facts_decide_what_interpret_all_builds(constant_method, setup_
                                                          tmp_path, monkeypatch):
     setup, dknn = setup_and_dknn
     built = []
-    monkeypatch.setattr(dknn_lib, 'dknn_from_setup', lambda s: built.append(s) or dknn)
+    monkeypatch.setattr(dknn_lib, 'dknn_from_setup', lambda s, settings: built.append(s) or dknn)
 
     class NeighbourLOO(saliency.ConformityLOO):   # needs_dknn is inherited
         name = 'toy-dknn'

@@ -216,7 +216,7 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
     setup = types.SimpleNamespace(label_names=['negative', 'positive'], splits=splits,
                                   result_dir=str(tmp_path), config=RunConfig.from_json(
                                       json.loads(args_json(dataset='stsa.binary', epoch=1))))
-    monkeypatch.setattr(paper_analyses, 'load_run',
+    monkeypatch.setattr(paper_results, 'load_run',
                         lambda args, needs_temperature=False, check=None: (setup, None))
     # Test sentence: [0.9, 0.06, -0.04] highlights 2 (total), 3 (per-sign), 2 (half-scale);
     # each paraphrase 'a terribly X film' has 'terribly' as its most negative word.

@@ -18,6 +18,7 @@ from deepknn import dknn
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
 from deepknn.rajani import label_issues
+from deepknn.dknn_settings import DkNNSettings
 import run_knn_representations as cli
 
 CENTERS = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
@@ -122,7 +123,7 @@ def test_detection_finds_the_constructed_flipped_set(noisy_setup):
 
 
 def test_detect_command_reports_the_known_scores(noisy_setup, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, 'load', lambda args, path: noisy_setup)
+    monkeypatch.setattr(cli, 'load', lambda args, path, writes_into_run=False: noisy_setup)
     stem = str(tmp_path / 'detect')
     cli.main(['detect', '--model-setup', 'a', 'b', '--out', stem])
     rows = read_csv(stem + '.csv')
@@ -193,7 +194,7 @@ def test_credibility_switch_without_a_calibration_split_uses_dev_halves(backoff_
     assert len(calib_rows) == len(tune_rows) == 10
     n_wrong = int((calib_rows >= 10).sum())             # dev rows 10-19 are the wrong ones
     assert 0 < n_wrong < 10
-    chosen = knn.backoff_experiment(backoff_setup, dknn_k=5)['credibility']
+    chosen = knn.backoff_experiment(backoff_setup, dknn_settings=DkNNSettings(5))['credibility']
     assert chosen['calibrated_on'] == 'dev half (10), tuned on the other dev half (10)'
     assert chosen['threshold'] == pytest.approx(n_wrong / 10)
     assert chosen['dev_accuracy'] == 1.0
@@ -203,7 +204,7 @@ def test_credibility_switch_without_a_calibration_split_uses_dev_halves(backoff_
 
 
 def test_backoff_command_writes_the_known_row(backoff_setup, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, 'load', lambda args, path: backoff_setup)
+    monkeypatch.setattr(cli, 'load', lambda args, path, writes_into_run=False: backoff_setup)
     stem = str(tmp_path / 'backoff')
     cli.main(['backoff', '--model-setup', 'a', '--table', stem])
     row = read_csv(stem + '.csv')[0]
@@ -251,7 +252,7 @@ def test_negation_slices_and_contrasting_examples():
 
 def test_contrast_command_tables_the_slices_and_shows_both_directions(tmp_path, monkeypatch):
     runs = pair_runs(tmp_path, monkeypatch)
-    monkeypatch.setattr(cli, 'load', lambda args, path: runs[int(path)])
+    monkeypatch.setattr(cli, 'load', lambda args, path, writes_into_run=False: runs[int(path)])
     stem = str(tmp_path / 'contrast')
     cli.main(['contrast', '--model-setup', '0', '1', '--show', '2', '--k', '2', '--out', stem])
     rows = read_csv(stem + '.csv')
@@ -268,7 +269,7 @@ def test_contrast_command_tables_the_slices_and_shows_both_directions(tmp_path, 
 
 
 def test_candidates_command_lists_the_rules_candidates(noisy_setup, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, 'load', lambda args, path: noisy_setup)
+    monkeypatch.setattr(cli, 'load', lambda args, path, writes_into_run=False: noisy_setup)
     stem = str(tmp_path / 'candidates')
     cli.main(['candidates', '--model-setup', 'a', '--sample', '10', '--out', stem])
     assert [int(r['train_index']) for r in read_csv(stem + '.csv')] == [0, 1, 20, 21, 40, 45]

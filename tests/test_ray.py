@@ -17,6 +17,7 @@ from deepknn import dknn as dknn_lib  # noqa: E402
 from deepknn import knn_index, model_setup  # noqa: E402
 from deepknn.distributed import activations, search, shards  # noqa: E402
 from deepknn.distributed.engine import RayEngine  # noqa: E402
+from deepknn.dknn_settings import DkNNSettings  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
 K = 5
@@ -63,8 +64,8 @@ def flat_engine(tmp_path_factory):
 
 
 def test_flat_shards_give_the_one_process_exact_dknn(tiny_run, flat_engine):
-    local = dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, use_cache=False)
-    sharded = dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, engine=flat_engine)
+    local = dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K), use_cache=False)
+    sharded = dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K, engine=flat_engine))
     assert len(sharded.indexes[0].searchers) == 3
     np.testing.assert_array_equal(sharded.calibration_scores, local.calibration_scores)
     test = tiny_run.model.layer_activations([x for x, _ in tiny_run.test])
@@ -209,7 +210,7 @@ def test_float16_storage_halves_the_bytes_and_rounds_only(tiny_run, tmp_path):
 
 
 def test_a_missing_or_corrupt_shard_is_a_one_line_error(tiny_run, flat_engine):
-    dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, engine=flat_engine)   # built (or reused)
+    dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K, engine=flat_engine))   # built (or reused)
     [folder] = [os.path.join(root, name) for root, names, _ in os.walk(flat_engine.storage)
                 for name in names if name.startswith('index-')]
     shard = shards.shard_path(folder, 0, 1)
@@ -220,10 +221,10 @@ def test_a_missing_or_corrupt_shard_is_a_one_line_error(tiny_run, flat_engine):
             f.seek(100)
             f.write(bytes(255 - b for b in original[100:103]))
         with pytest.raises(UserError, match='shard_001.faiss is corrupt') as corrupt:
-            dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, engine=flat_engine)
+            dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K, engine=flat_engine))
         os.remove(shard)
         with pytest.raises(UserError, match='shard_001.faiss is missing') as missing:
-            dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, engine=flat_engine)
+            dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K, engine=flat_engine))
     finally:
         with open(shard, 'wb') as f:
             f.write(original)
@@ -277,3 +278,55 @@ def test_engine_flags_are_checked_before_any_work(tiny_run, tmp_path, capsys, fl
                                                     '--out', str(tmp_path)] + flags, capsys)
     assert status == 2 and len(lines) == 1 and message in lines[0]
     assert os.listdir(str(tmp_path)) == []
+
+
+def test_run_dknn_evaluates_its_split_through_the_pipeline(tiny_run, tmp_path, capsys):
+    """With --engine ray the evaluated split's activations are extracted by the Ray Data
+    pipeline too (stored as parts beside train and calib), equal to the one-process
+    activations, and the per-example predictions equal the local report's."""
+    storage = tmp_path / 'storage'
+    argv = ['--model-setup', tiny_run.result_dir, '--k', str(K), '--out', str(tmp_path),
+            '--split', 'dev']
+    assert cli_helpers.cli(run_dknn.main, argv, capsys)[0] == 0
+    assert cli_helpers.cli(run_dknn.main, argv + ['--engine', 'ray', '--storage', str(storage),
+                                                  '--workers', '1'], capsys)[0] == 0
+    model_folder = shards.model_folder(str(storage), dknn_lib.activation_key(tiny_run))
+    assert {'calib', 'dev', 'train'} <= set(os.listdir(model_folder))
+    parts = activations.extract_split(engine(storage, workers=1), tiny_run, 'dev',
+                                      dknn_lib.activation_key(tiny_run), progress=False)
+    assert not parts.worker_peak_mib           # every part was there: nothing re-extracted
+    local = tiny_run.model.layer_activations([x for x, _ in tiny_run.dev])
+    for i, layer in enumerate(local):
+        np.testing.assert_array_equal(parts.column('layer_{}'.format(i)), layer)
+    with np.load(str(tmp_path / 'dknn_predictions_dev_faiss_k{}.npz'.format(K))) as one, \
+            np.load(str(tmp_path / 'dknn_predictions_dev_faiss_ray_k{}.npz'.format(K))) as ray_:
+        for key in ('label', 'prediction', 'credibility', 'confidence', 'softmax_probability'):
+            np.testing.assert_array_equal(ray_[key], one[key])
+
+
+def csv_text(path):
+    with open(str(path)) as f:
+        return f.read()
+
+
+def test_a_paper_results_analysis_gives_the_same_numbers_on_ray(tiny_run, tmp_path):
+    import paper_results
+    results, run = os.path.split(tiny_run.result_dir)
+    for engine_flags, out in (([], 'local'), (['--engine', 'ray', '--workers', '1', '--storage',
+                                               str(tmp_path / 'storage')], 'ray')):
+        paper_results.main(['--results', results, '--out', str(tmp_path / out), 'faithfulness',
+                            '--run', run, '--k', str(K), '--limit', '4', '--no-curves',
+                            '--methods', 'conformity,confidence'] + engine_flags)
+    name = 'faithfulness_{}_test.csv'.format(run)
+    assert csv_text(tmp_path / 'ray' / name) == csv_text(tmp_path / 'local' / name)
+
+
+def test_knn_backoff_gives_the_same_numbers_on_ray(tiny_run, tmp_path):
+    import run_knn_representations
+    for engine_flags, stem in (([], 'local'), (['--engine', 'ray', '--workers', '1', '--storage',
+                                                str(tmp_path / 'storage')], 'ray')):
+        run_knn_representations.main(['backoff', '--model-setup', tiny_run.result_dir,
+                                      '--dknn-k', str(K), '--table', str(tmp_path / stem)]
+                                     + engine_flags)
+    assert csv_text(tmp_path / 'ray.csv') == csv_text(tmp_path / 'local.csv')
+    assert 'credibility' in csv_text(tmp_path / 'ray.csv')

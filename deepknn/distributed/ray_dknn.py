@@ -6,17 +6,20 @@ from deepknn.distributed import search
 from deepknn.distributed import shards
 
 
-def fitted(dknn, setup, engine, activation_key, neighbor_labels, batchsize, timer):
-    """`dknn` fitted on sharded indexes of the setup's training split; the timer's
-    'cache' phase is the extraction, 'index' the shard building and loading."""
+def fitted(dknn, setup, settings, activation_key, timer):
+    """`dknn` fitted on sharded indexes of the setup's training split, built by
+    settings.engine (a dknn_settings.DkNNSettings); the timer's 'cache' phase is the
+    extraction, 'index' the shard building and loading."""
+    engine = settings.engine
     with timer('cache'):
-        parts = activations.extract_split(engine, setup, 'train', activation_key, batchsize)
+        parts = activations.extract_split(engine, setup, 'train', activation_key,
+                                          settings.batchsize)
     with timer('index'):
         widths = parts.layer_widths()
         searched = [len(widths) - 1] if dknn.last_layer_only else list(range(len(widths)))
         indexes = search.sharded_indexes(engine, parts, searched,
                                          shards.model_folder(engine.storage, activation_key))
-        return dknn.fit_indexes(indexes, parts.column(neighbor_labels), widths)
+        return dknn.fit_indexes(indexes, parts.column(settings.neighbor_labels), widths)
 
 
 def split_activations(engine, setup, split, activation_key, batchsize):

@@ -14,7 +14,6 @@ A request names its input: {'text': ...}, {'premise': ..., 'hypothesis': ...} fo
 pair model, or {'split': ..., 'index': ...} for a stored example. New text is tokenized
 as every command tokenizes new text for the run (model_setup.Setup.tokenize).
 """
-import contextlib
 import dataclasses
 import os
 import threading
@@ -24,9 +23,8 @@ import numpy as np
 
 from deepknn import calibration
 from deepknn import dknn as dknn_lib
-from deepknn import knn_index
+from deepknn import dknn_settings
 from deepknn import model_setup
-from deepknn import result_folder
 from deepknn import saliency
 from deepknn.explorer import tables
 from deepknn.feng import input_reduction
@@ -48,18 +46,6 @@ class Settings:
     max_characters: int = MAX_CHARACTERS
     gpu: int = -1
     data_dir: Optional[str] = None
-
-
-def caches_ready(setup, settings):
-    """Whether dknn_from_setup would find every cache it writes valid: the training
-    activations and, for a backend that saves its index, the index."""
-    key = dknn_lib.activation_key(setup)
-    if dknn_lib.read_cache(os.path.join(setup.result_dir, 'dknn_cache.npz'), key) is None:
-        return False
-    saves_index = type(knn_index.make_index(settings.backend)).saved_state is not \
-        knn_index.NeighborIndex.saved_state
-    dknn = dknn_lib.DkNN(setup.config.n_class, settings.backend, settings.k)
-    return not saves_index or dknn_lib.IndexCache(setup.result_dir, key, dknn).load() is not None
 
 
 def supported_methods(has_dknn, has_temperature):
@@ -85,19 +71,14 @@ class ExplorerSession:
         self.training_views = {}    # shown split -> tables.training_view
 
     @classmethod
-    def open(cls, model_setup_path, settings, purpose='explore.py'):
+    def open(cls, model_setup_path, settings):
         """Load the run once; the DkNN caches are written (under the folder's lock) only
         when missing or stale, so an explored folder is otherwise only read."""
         setup = model_setup.load_setup(model_setup_path, settings.gpu, settings.data_dir)
         dknn = None
         if setup.splits.calib:
-            # Valid caches are only read, so the folder's lock (another command may hold
-            # it for hours) is taken only when a cache is missing or stale.
-            writes = contextlib.nullcontext() if caches_ready(setup, settings) else \
-                result_folder.lock(setup.result_dir, purpose)
-            with writes:
-                dknn = dknn_lib.dknn_from_setup(setup, settings.backend, settings.k,
-                                                batchsize=settings.batchsize)
+            dknn = dknn_lib.dknn_from_setup(setup, dknn_settings.DkNNSettings(
+                k=settings.k, backend=settings.backend, batchsize=settings.batchsize))
         has_temperature = os.path.exists(os.path.join(setup.result_dir,
                                                       calibration.TEMPERATURE_FILE))
         temperature = calibration.load_temperature(setup.result_dir) if has_temperature \

@@ -7,14 +7,17 @@ result) DkNN test accuracy and the highlighted words per test sentence of each
 interpretation method (first `limit` test examples). Each model's numbers are kept in
 its folder's entropy_measures.json and reused while model, data and settings are
 unchanged, so runs measured one by one (in parallel) assemble into one table quickly.
-The table itself is written by `paper_results.py entropy`.
+The table itself is written by the command line (the entropy analysis).
 """
+import dataclasses
 import os
+from typing import Optional
 
 import numpy as np
 
 from deepknn import dknn as dknn_lib
 from deepknn import dknn_evaluation
+from deepknn import dknn_settings
 from deepknn.feng import input_reduction
 import nets
 import nlp_utils
@@ -29,27 +32,45 @@ HIGHLIGHT_METHODS = ('gradient', 'confidence', 'conformity')
 MEASURES = 'entropy_measures.json'   # per model folder: {measure_key: measure() row}
 
 
-def measure_key(setup, args):
+@dataclasses.dataclass(frozen=True)
+class MeasureSettings:
+    """How one model is measured: input reduction's maximum `beam`, the first `limit`
+    dev examples reduced and test sentences mapped (None: all), and the DkNN's
+    dknn_settings.DkNNSettings (its batchsize is every model batch's)."""
+    beam: int
+    limit: Optional[int] = None
+    dknn: dknn_settings.DkNNSettings = dknn_settings.DkNNSettings()
+
+    def __post_init__(self):
+        input_reduction.check_beam(self.beam)
+        if self.limit is not None and (isinstance(self.limit, bool) or
+                                       not isinstance(self.limit, int) or self.limit < 1):
+            raise UserError('limit must be a positive integer or None, got {!r}'.format(
+                self.limit), parameter='limit')
+
+
+def measure_key(setup, settings):
     """What one model's numbers depend on: the model, vocabulary and training split
     (dknn.activation_key), the dev and test examples measured, and the settings."""
     return '{}|{}|{}|beam{}|k{}|{}|limit{}'.format(
         dknn_lib.activation_key(setup), nlp_utils.examples_digest(setup.splits.dev),
-        nlp_utils.examples_digest(setup.splits.test), args.beam, args.k, args.backend,
-        args.limit)
+        nlp_utils.examples_digest(setup.splits.test), settings.beam, settings.dknn.k,
+        settings.dknn.backend, settings.limit)
 
 
-def cached_measure(setup, args):
-    """measure(setup, args), reused from <result_dir>/MEASURES while measure_key is
-    unchanged, so the runs of one table can be measured in parallel processes first
-    (one entry per key: a demo with other settings does not evict the table's)."""
+def cached_measure(setup, settings):
+    """measure(setup, settings) of MeasureSettings `settings`, reused from
+    <result_dir>/MEASURES while measure_key is unchanged, so the runs of one table can be
+    measured in parallel processes first (one entry per key: a demo with other settings
+    does not evict the table's)."""
     path = os.path.join(setup.result_dir, MEASURES)
-    key = measure_key(setup, args)
+    key = measure_key(setup, settings)
     row = read_measures(path).get(key)
     if row is not None:
         check_row(row, path)
     else:
-        row = measure(setup, args)
-        with result_folder.lock(setup.result_dir, 'paper_results.py entropy'):
+        row = measure(setup, settings)
+        with result_folder.lock(setup.result_dir, 'entropy measures'):
             nlp_utils.atomic_write_json(path, dict(read_measures(path), **{key: row}))
     return row
 
@@ -71,20 +92,21 @@ def check_row(row, path):
                             path, ', '.join(missing)))
 
 
-def measure(setup, args):
-    """Every number of one model's row (plain floats)."""
-    with result_folder.lock(setup.result_dir, 'paper_results.py entropy'):   # DkNN caches
-        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
-    reducer = input_reduction.make_reducer('gradient', setup, dknn, args.beam, args.batchsize)
-    reductions = reducer.reduce(setup.splits.dev[:args.limit], progress='reducing dev')
-    view = input_reduction.before_after(setup.model, setup.vocab, reductions, dknn,
-                                        args.batchsize)
+def measure(setup, settings):
+    """Every number of one model's row (plain floats), measured with MeasureSettings
+    `settings`."""
+    batchsize = settings.dknn.batchsize
+    dknn = dknn_lib.dknn_from_setup(setup, settings.dknn)
+    reducer = input_reduction.make_reducer('gradient', setup, dknn, settings.beam, batchsize)
+    reductions = reducer.reduce(setup.splits.dev[:settings.limit], progress='reducing dev')
+    view = input_reduction.before_after(setup.model, setup.vocab, reductions, dknn, batchsize)
     stats = input_reduction.summarize(reductions, view)
-    dknn_summary = dknn_evaluation.summary(dknn_evaluation.evaluate(setup, dknn, setup.test, args.batchsize))
-    maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test[:args.limit],
-                                         dknn, args.batchsize)
-    row = {'dev_accuracy': 100 * nets.accuracy(setup.model, setup.dev, args.batchsize),
-           'test_accuracy': 100 * nets.accuracy(setup.model, setup.test, args.batchsize),
+    dknn_summary = dknn_evaluation.summary(dknn_evaluation.evaluate_split(
+        setup, dknn, 'test', setup.splits.test, settings.dknn))
+    maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test[:settings.limit],
+                                  dknn, batchsize)
+    row = {'dev_accuracy': 100 * nets.accuracy(setup.model, setup.dev, batchsize),
+           'test_accuracy': 100 * nets.accuracy(setup.model, setup.test, batchsize),
            'reduced_length': stats['mean_reduced_length'],
            'reduced_1_2_words': stats['fraction_1_2_words'],
            'reduced_confidence': stats['mean_confidence_after'],

@@ -19,6 +19,7 @@ import sys
 import numpy as np
 
 from deepknn import dknn
+from deepknn import dknn_settings as dknn_settings_lib
 from deepknn import knn_index
 from deepknn import calibration
 from nlp_utils import UserError
@@ -219,9 +220,11 @@ def check_layer(layer, n_layers):
                         'layer')
 
 
-def classifier_from_setup(setup, layer=-2, batchsize=64):
-    """KnnClassifier over the training split's `layer` activations (the DkNN cache)."""
-    activations, labels = dknn.train_activations(setup, 'gold', batchsize)
+def classifier_from_setup(setup, layer=-2, batchsize=64, engine=None):
+    """KnnClassifier over the training split's `layer` activations: the DkNN cache, or
+    with `engine` (a distributed.engine.RayEngine) the Ray Data pipeline's storage."""
+    activations, labels = dknn.training_split_activations(
+        setup, dknn_settings_lib.DkNNSettings(batchsize=batchsize, engine=engine))
     check_layer(layer, len(activations))
     return KnnClassifier(activations[layer], labels, setup.config.n_class)
 
@@ -233,6 +236,15 @@ def split_outputs(setup, examples, batchsize=64, progress='forward pass'):
     activations = dknn.checked_activations(setup.model.layer_activations(
         [x for x, _ in examples], batchsize, progress), 'evaluation')
     return activations, calibration.softmax(activations[-1])
+
+
+def whole_split_outputs(setup, split, batchsize=64, engine=None):
+    """(activations, probabilities, labels (M,)) of a whole split of the setup, as
+    split_outputs; with `engine` (a RayEngine) the activations come from the Ray Data
+    pipeline, as the training split's do."""
+    settings = dknn_settings_lib.DkNNSettings(batchsize=batchsize, engine=engine)
+    activations, labels = dknn.split_activations(setup, split, settings, 'forward pass: ' + split)
+    return activations, calibration.softmax(activations[-1]), np.asarray(labels, dtype=np.int64)
 
 
 def labels_of(examples):
@@ -273,23 +285,26 @@ def rows_of(split, rows):
     return [layer[rows] for layer in activations], probabilities[rows], labels[rows]
 
 
-def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_k, batchsize):
-    """Backoff with DkNN credibility as the switch. A run with a calibration split
-    calibrates on it and tunes on all of dev; one without (the paper's setup, every
-    labelled pair trains) calibrates on a seeded half of dev and tunes on the other half,
-    so no example both calibrates and tunes. The result names its calibration set."""
-    if dknn_k > classifier.n_train:
-        print('warning: dknn_k={} is larger than the {} training examples; the DkNN uses '
-              'k={}'.format(dknn_k, classifier.n_train, classifier.n_train), file=sys.stderr)
-    deep = dknn.fitted_dknn_from_setup(setup, 'faiss', min(dknn_k, classifier.n_train),
-                                       index_options={'kind': 'flat'}, batchsize=batchsize)
+def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_settings):
+    """Backoff with DkNN credibility as the switch (the DkNN of `dknn_settings`, a
+    dknn_settings.DkNNSettings, its k cut to the training set's size). A run with a
+    calibration split calibrates on it and tunes on all of dev; one without (the paper's
+    setup, every labelled pair trains) calibrates on a seeded half of dev and tunes on the
+    other half, so no example both calibrates and tunes. The result names its calibration
+    set."""
+    if dknn_settings.k > classifier.n_train:
+        print('warning: the DkNN\'s k={} is larger than the {} training examples; it uses '
+              'k={}'.format(dknn_settings.k, classifier.n_train, classifier.n_train),
+              file=sys.stderr)
+        dknn_settings = dknn_settings.with_k(classifier.n_train)
+    deep = dknn.fitted_dknn_from_setup(setup, dknn_settings)
     if setup.splits.calib:
-        dknn.calibrated_on_split(deep, setup, batchsize)
+        dknn.calibrated_on_split(deep, setup, dknn_settings)
         calibrated_on = 'calibration split ({})'.format(len(setup.splits.calib))
     else:
         if len(dev[2]) < 2:
             raise UserError('{}: a dev split of {} example(s) cannot be halved to calibrate '
-                            'the DkNN; re-train with a larger dev split or --n-calib > 0'
+                            'the DkNN; re-train with a larger dev split or `n_calib` > 0'
                             .format(setup.result_dir, len(dev[2])))
         calib_rows, tune_rows = dev_halves(len(dev[2]))
         calib_activations, _, calib_labels = rows_of(dev, calib_rows)
@@ -303,14 +318,17 @@ def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_k, batch
                 calibrated_on=calibrated_on)
 
 
-def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, temperature=None,
-                       tau=None):
+def backoff_experiment(setup, layer=-2, dknn_settings=dknn_settings_lib.DkNNSettings(), k=None,
+                       temperature=None, tau=None):
     """The paper's kNN backoff on a trained model, and DkNN credibility as the switch.
 
     Returns {'confidence': ..., 'credibility': ..., 'n_train': N}: each the chosen k, T,
     threshold and dev accuracy (see BackoffChoice) plus the test scores of
     backoff_scores; credibility also names its calibration set (credibility_backoff).
+    dknn_settings: the credibility switch's DkNN (its batchsize is the model's batch; with
+    its engine, every split's activations come from the Ray Data pipeline).
     k, temperature, tau: fixed values instead of tuning them (tau: the confidence switch)."""
+    batchsize = dknn_settings.batchsize
     if temperature is not None:
         check_temperature(temperature)
     if tau is not None:
@@ -322,12 +340,12 @@ def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, tempera
                         '(re-train with --dev-fraction > 0)'.format(setup.result_dir))
     if k is not None:   # before the activations are cached
         check_k(k, len(setup.splits.train))
-    classifier = classifier_from_setup(setup, layer, batchsize)
-    dev, test = ((*split_outputs(setup, examples, batchsize), labels_of(examples))
-                 for examples in (setup.dev, setup.test))
+    classifier = classifier_from_setup(setup, layer, batchsize, dknn_settings.engine)
+    dev, test = (whole_split_outputs(setup, split, batchsize, dknn_settings.engine)
+                 for split in ('dev', 'test'))
     confidence = (dev[1].max(axis=1), test[1].max(axis=1))
     return {'confidence': tuned_backoff(classifier, layer, dev, test, confidence,
                                         dict(grid, thresholds=None if tau is None else [tau])),
             'credibility': credibility_backoff(setup, classifier, layer, dev, test, grid,
-                                               dknn_k, batchsize),
+                                               dknn_settings),
             'n_train': classifier.n_train}

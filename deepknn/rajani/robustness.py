@@ -121,12 +121,13 @@ def _neighbor_rows(neighbors, rows):
 
 
 def robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, seed=0,
-                          n_validation=None):
+                          n_validation=None, engine=None):
     """Backoff on `eval_set` for one trained pair model. Returns a JSON-ready dict: the
     tuned T and tau ('choice'), backoff_scores on the test part ('test'), the validation
     and test sizes, and accuracies of model and backoff on the test part per group
     ('groups'), per group on non-entailment pairs only ('not_entail', HANS), and per
-    subcase ('subcases', HANS)."""
+    subcase ('subcases', HANS). `engine`: a RayEngine that extracts the training split's
+    activations (None: the run's activation cache)."""
     if not setup.config.pair:
         raise UserError('{}: ANLI and HANS need a premise/hypothesis (NLI) model'.format(
             setup.result_dir), 'model_setup')
@@ -135,7 +136,7 @@ def robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, se
     n_validation = n_validation or default_validation_size(eval_set)
     validation, test = balanced_split(eval_set.groups, n_validation, seed,
                                       eval_set.subcases if eval_set.binary else None)
-    classifier = knn.classifier_from_setup(setup, layer, batchsize)
+    classifier = knn.classifier_from_setup(setup, layer, batchsize, engine)
     knn.check_k(k, classifier.n_train)
     hidden, proba = set_outputs(setup, eval_set, layer, batchsize)
     neighbors, signal = classifier.neighbors(hidden, k), proba.max(axis=1)
@@ -205,7 +206,7 @@ def breakdown_on_test(eval_set, test, gold, predictions):
 
 
 def cached_robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPER_K, seed=0,
-                                 n_validation=None):
+                                 n_validation=None, engine=None):
     """robustness_experiment, kept in <result_dir>/knn_robustness_<set>_seed<S>.json and reused
     while the model, the evaluation files and the settings are unchanged, so a table over
     several runs resumes where a stopped one left off."""
@@ -218,7 +219,8 @@ def cached_robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPE
         cached = nlp_utils.read_json(path, 'robustness cache', dict)
         if cached.get('key') == key and 'result' in cached:
             return cached['result']
-    result = robustness_experiment(setup, eval_set, layer, batchsize, k, seed, n_validation)
+    result = robustness_experiment(setup, eval_set, layer, batchsize, k, seed, n_validation,
+                                   engine)
     result = json.loads(json.dumps(result))
     nlp_utils.atomic_write_json(path, {'key': key, 'result': result})
     return result

@@ -1,23 +1,20 @@
 """The paper's interpretation analyses on a trained run: Table 2, the section 5.1
 highlight counts and 'terribly' ranks (under each normalisation), and Table 4's SNLI
-artifacts. Each takes the parsed flags of paper_results.py and writes one table or page.
+artifacts. Each takes an Analysis (a loaded run, its DkNN, an output stem and the
+settings; deepknn/runs.py loads the run) and writes one table or page.
 """
-import os
+import dataclasses
+from typing import Optional
 
 import numpy as np
 
-from deepknn import dknn as dknn_lib
 from deepknn import model_setup
-import nets
 import nlp_utils
-from deepknn import result_folder
 from deepknn import saliency
 from deepknn.reports import paper_numbers
 from deepknn.reports import saliency_png
 from deepknn.reports import saliency_report
 from deepknn import saliency_scores
-from deepknn import calibration
-import text_datasets
 from nlp_utils import UserError
 from deepknn.reports.tables import markdown_table, write_table
 
@@ -26,86 +23,72 @@ TABLE2_FRAGMENTS = ['an intelligent fiction about learning through cultural clas
                     'talented and terribly charismatic',
                     'diane lane shines in unfaithful']
 TERRIBLY_REPLACEMENTS = ('awesome', 'wonderful', 'impressive')
+TABLE2_METHODS = ['conformity', 'confidence', 'gradient']
+ARTIFACT_METHODS = ['conformity', 'confidence']
 
 
-SNLI_PROXY_FLAGS = (' --train-file ../shared/data/snli_1.0/snli_1.0_dev.jsonl'
-                    ' --test-file ../shared/data/snli_1.0/snli_1.0_test.jsonl')
+@dataclasses.dataclass(frozen=True)
+class Analysis:
+    """What one analysis reads and where it writes: a loaded run (model_setup.Setup),
+    its calibrated DkNN, the output stem (path without suffix), the line naming the
+    command that produced it, and the analysis's settings: `batchsize` leave-one-out
+    rows per model batch, the maps' `normalization`, the `positive_label` of the
+    'terribly' analyses, and `limit` (the first N test sentences, None: all)."""
+    setup: object
+    dknn: object
+    stem: str
+    produced_by: str
+    batchsize: int = 256
+    normalization: str = saliency_scores.DEFAULT_NORMALIZATION
+    positive_label: str = 'positive'
+    limit: Optional[int] = None
 
 
-def check_run_exists(args):
-    """UserError naming the missing run folder and the command that makes it."""
-    folder = os.path.join(args.results, args.run)
-    if os.path.exists(os.path.join(folder, 'args.json')):
-        return folder
-    dataset, _, model = args.run.rpartition('_')
-    how = 'RUN=NAME scripts/train_and_dknn.sh DATASET MODEL'
-    if dataset in text_datasets.DATASETS and model in nets.MODELS:
-        how = 'scripts/train_and_dknn.sh {} {}{}'.format(
-            dataset, model, SNLI_PROXY_FLAGS if dataset == 'snli' else '')
-    raise UserError('{} holds no trained run; make it with `{}` (or pass --run of one that '
-                    'exists)'.format(folder, how))
-
-
-def load_run(args, needs_temperature=False, check=None):
-    """(setup, dknn) of results/<run> with the DkNN the analyses share; a missing
-    temperature.json, or a model that `check(setup, args)` refuses, is reported before
-    the slow DkNN build."""
-    setup = model_setup.load_setup(os.path.join(check_run_exists(args), 'args.json'))
-    if check is not None:
-        check(setup, args)
-    if needs_temperature:
-        calibration.load_temperature(setup.result_dir)
-    with result_folder.lock(setup.result_dir, 'paper_results.py'):   # DkNN caches
-        dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize)
-    return setup, dknn
-
-
-def check_binary_sentiment(setup, args):
+def check_binary_sentiment(setup, positive_label):
     """The 'terribly' analyses need a binary single-sentence model with a positive class."""
     if setup.config.n_class != 2 or setup.model.pair:
         raise UserError("terribly applies to a binary sentiment model (the paper's SST); {} has "
-                        "{} classes{}: pass --run of an SST model".format(
-                            args.run, setup.config.n_class,
+                        "{} classes{}: choose the run of an SST model".format(
+                            setup.result_dir, setup.config.n_class,
                             ' and sentence pairs' if setup.model.pair else ''))
-    label_id(setup, args.positive_label, '--positive-label')
+    label_id(setup, positive_label, '`positive_label`')
 
 
-def label_id(setup, name, flag):
+def label_id(setup, name, what):
+    """The class id of label `name`, or a UserError asking to check `what`."""
     if name not in setup.label_names:
         raise UserError('label {!r} is not one of this model\'s labels {}; check {}'.format(
-            name, setup.label_names, flag))
+            name, setup.label_names, what))
     return setup.label_names.index(name)
 
 
-def provenance(setup, args):
-    """The model (run folder and weights hash) and the command (`args.produced_by`, set
-    by the CLI) of a table."""
+def provenance(setup, produced_by):
+    """The model (run folder and weights hash) and the command (`produced_by`) of a table."""
     return 'Model: {} {} ({} epochs), {}. {}'.format(
         setup.config.dataset, setup.config.model, setup.config.epoch,
-        model_setup.run_description(setup), args.produced_by)
+        model_setup.run_description(setup), produced_by)
 
 
 def lowercase_text(tokens):
     return ' '.join(tokens).lower()
 
 
-def table2(args):
+def table2(run):
     """The paper's Table 2 sentences under conformity, confidence and gradient."""
-    setup, dknn = load_run(args)
+    setup = run.setup
     examples = []
     for fragment in TABLE2_FRAGMENTS:
         found = [ex for ex in setup.splits.test if fragment in lowercase_text(ex[0])]
         if not found:
             raise UserError('no test sentence contains {!r}'.format(fragment))
         examples.append(found[0])
-    methods = ['conformity', 'confidence', 'gradient']
-    results = saliency.interpret_all(setup, methods, examples, dknn, args.batchsize)
+    results = saliency.interpret_all(setup, TABLE2_METHODS, examples, run.dknn, run.batchsize)
     views = saliency_report.build_views(results, setup.vocab, setup.label_names,
-                                        normalization=args.normalization)
-    stem = output_stem(args, 'table2')
-    title = 'Table 2. ' + provenance(setup, args)
+                                        normalization=run.normalization)
+    stem = run.stem
+    title = 'Table 2. ' + provenance(setup, run.produced_by)
     rows = saliency_report.importance_rows(results, setup.vocab, setup.label_names,
-                                           args.normalization)
+                                           run.normalization)
     nlp_utils.atomic_write_files([saliency_report.html_write(views, stem + '.html', title),
                                   saliency_report.importances_write(rows, stem + '.csv')] +
                                  saliency_png.png_writes(views, stem + '.png', title))
@@ -115,13 +98,6 @@ def table2(args):
 def mean_or_none(values):
     values = [v for v in values if not np.isnan(v)]
     return round(float(np.mean(values)), 2) if values else None
-
-
-def output_stem(args, analysis):
-    """results/<analysis>_<run>, with the normalisation appended unless it is the default."""
-    suffix = '' if args.normalization == saliency_scores.DEFAULT_NORMALIZATION else (
-        '_' + args.normalization)
-    return os.path.join(args.out, '{}_{}{}'.format(analysis, args.run, suffix))
 
 
 def normalization_text(normalization):
@@ -140,21 +116,23 @@ def mean_highlighted(maps, normalization):
         if not np.isnan(m.scores).any() else np.nan for m in maps])
 
 
-def highlights(args):
+def highlights(run):
     """Section 5.1 and 6.2: highlighted words per sentence over the whole test set."""
-    setup, dknn = load_run(args, needs_temperature=saliency.needs_temperature(HIGHLIGHT_METHODS))
-    sentences = setup.splits.test[:args.limit]   # progress bars count the rows done
-    results = saliency.interpret_all(setup, HIGHLIGHT_METHODS, sentences, dknn, args.batchsize)
+    setup = run.setup
+    sentences = setup.splits.test[:run.limit]   # progress bars count the rows done
+    results = saliency.interpret_all(setup, HIGHLIGHT_METHODS, sentences, run.dknn,
+                                     run.batchsize)
     lengths = [len(maps.tokens) for maps in results['gradient']]
     rows = [{'method': method,
-             'highlighted_words': mean_highlighted(results[method], args.normalization),
+             'highlighted_words': mean_highlighted(results[method], run.normalization),
              'paper': paper_numbers.HIGHLIGHTS.get(method), 'sentences': len(results[method])}
             for method in HIGHLIGHT_METHODS]
     header = ('# Highlighted words per SST test sentence (|normalised importance| > 0.05)\n\n'
               'Average sentence length: {:.2f} words here, 20.23 in the paper. {} {}\n'.format(
-                  np.mean(lengths), normalization_text(args.normalization), provenance(setup, args)))
+                  np.mean(lengths), normalization_text(run.normalization),
+                  provenance(setup, run.produced_by)))
     columns = ['method', 'highlighted_words', 'paper', 'sentences']
-    write_table(output_stem(args, 'highlights'), rows, columns, header)
+    write_table(run.stem, rows, columns, header)
     print(markdown_table(rows, columns))
 
 
@@ -176,15 +154,15 @@ def terribly_paraphrases(examples, positive_label):
 TERRIBLY_METHODS = ['conformity', 'confidence', 'calibrated', 'gradient']
 
 
-def terribly_maps(args, setup, dknn):
+def terribly_maps(run):
     """(paraphrases, {method: [Interpretation]}) of the 'terribly' paraphrases of dev."""
-    positive = label_id(setup, args.positive_label, '--positive-label')
-    paraphrases = terribly_paraphrases(setup.splits.dev, positive)
+    positive = label_id(run.setup, run.positive_label, '`positive_label`')
+    paraphrases = terribly_paraphrases(run.setup.splits.dev, positive)
     if not paraphrases:
         raise UserError("no positive dev sentence contains 'great'")
     return paraphrases, saliency.interpret_all(
-        setup, TERRIBLY_METHODS, [(tokens, label) for tokens, label, _ in paraphrases], dknn,
-        args.batchsize)
+        run.setup, TERRIBLY_METHODS, [(tokens, label) for tokens, label, _ in paraphrases],
+        run.dknn, run.batchsize)
 
 
 def mean_terribly_rank(maps, paraphrases, positive, normalization):
@@ -197,40 +175,39 @@ def mean_terribly_rank(maps, paraphrases, positive, normalization):
         for m, (_, _, position) in zip(maps, paraphrases)])
 
 
-def terribly(args):
+def terribly(run):
     """Section 5.1: average rank of the inserted 'terribly' (1 = most negative).
 
-    Binary SST only: ranks are of the importance toward the positive class."""
-    setup, dknn = load_run(args, needs_temperature=saliency.needs_temperature(TERRIBLY_METHODS),
-                           check=check_binary_sentiment)
-    positive = label_id(setup, args.positive_label, '--positive-label')
-    paraphrases, results = terribly_maps(args, setup, dknn)
+    Binary SST only (check_binary_sentiment): ranks are of the importance toward the
+    positive class."""
+    setup = run.setup
+    positive = label_id(setup, run.positive_label, '`positive_label`')
+    paraphrases, results = terribly_maps(run)
     rows = []
     for method in TERRIBLY_METHODS:
         predicted_positive = np.mean([m.prediction == positive for m in results[method]])
         rows.append({'method': method, 'average_rank': mean_terribly_rank(
-                         results[method], paraphrases, positive, args.normalization),
+                         results[method], paraphrases, positive, run.normalization),
                      'paper': paper_numbers.TERRIBLY.get(method), 'examples': len(paraphrases),
                      'predicted_positive': round(float(predicted_positive), 2)})
     header = ("# Average rank of 'terribly' (1 = most negative word)\n\n"
               "{} paraphrases (the paper: 66) of positive dev sentences with 'great' replaced "
               "by 'terribly awesome/wonderful/impressive'; importance toward the positive class "
               "(sign flipped where a method predicts negative). {} {}\n".format(
-                  len(paraphrases), normalization_text(args.normalization), provenance(setup, args)))
+                  len(paraphrases), normalization_text(run.normalization),
+                  provenance(setup, run.produced_by)))
     columns = ['method', 'average_rank', 'paper', 'examples', 'predicted_positive']
-    write_table(output_stem(args, 'terribly'), rows, columns, header)
+    write_table(run.stem, rows, columns, header)
     print(markdown_table(rows, columns))
 
 
-def normalizations(args):
+def normalizations(run):
     """Section 5.1 highlight counts and 'terribly' ranks under every normalisation."""
-    setup, dknn = load_run(
-        args, needs_temperature=saliency.needs_temperature(HIGHLIGHT_METHODS + TERRIBLY_METHODS),
-        check=check_binary_sentiment)
-    positive = label_id(setup, args.positive_label, '--positive-label')
-    test_maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, dknn,
-                                              args.batchsize)
-    paraphrases, paraphrase_maps = terribly_maps(args, setup, dknn)
+    setup = run.setup
+    positive = label_id(setup, run.positive_label, '`positive_label`')
+    test_maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test, run.dknn,
+                                       run.batchsize)
+    paraphrases, paraphrase_maps = terribly_maps(run)
     names = list(saliency_scores.NORMALIZATIONS)
     rows = []
     for method in HIGHLIGHT_METHODS:
@@ -249,8 +226,8 @@ def normalizations(args):
               "paper's numbers are for its BiLSTM. {}\n".format(
                   len(setup.splits.test), len(paraphrases), '; '.join(
                       '{} = {}'.format(n, d) for n, d in saliency_scores.NORMALIZATIONS.items()),
-                  provenance(setup, args)))
-    write_table(os.path.join(args.out, 'normalization_' + args.run), rows, columns, header)
+                  provenance(setup, run.produced_by)))
+    write_table(run.stem, rows, columns, header)
     print(markdown_table(rows, columns))
 
 
@@ -260,7 +237,7 @@ def artifact_rows(setup, results):
     hypothesis contains the word."""
     rows = []
     for label_name, words in paper_numbers.ARTIFACTS.items():
-        label = label_id(setup, label_name, '--run (an SNLI model)')
+        label = label_id(setup, label_name, 'that the run is an SNLI model')
         for word, (paper_conformity, paper_confidence) in words.items():
             row = {'label': label_name, 'artifact': word, 'paper_conformity': paper_conformity,
                    'paper_confidence': paper_confidence}
@@ -288,14 +265,13 @@ def conformity_ranks_higher(rows, conformity='conformity', confidence='confidenc
                                      ' ({})'.format(nlp_utils.count(ties, 'tie')) if ties else '')
 
 
-def snli_artifacts(args):
+def snli_artifacts(run):
     """Table 4 on the evaluation split (offline: a model trained on SNLI dev, test split)."""
-    setup, dknn = load_run(args)
+    setup = run.setup
     artifacts = {w for words in paper_numbers.ARTIFACTS.values() for w in words}
     examples = [ex for ex in setup.splits.test
                 if artifacts & {t.lower() for t in ex[0][1]}]
-    results = saliency.interpret_all(setup, ['conformity', 'confidence'], examples,
-                                            dknn, args.batchsize)
+    results = saliency.interpret_all(setup, ARTIFACT_METHODS, examples, run.dknn, run.batchsize)
     rows = artifact_rows(setup, results)
     columns = ['label', 'artifact', 'conformity', 'confidence', 'paper_conformity',
                'paper_confidence', 'n_conformity', 'n_confidence']
@@ -306,9 +282,16 @@ def snli_artifacts(args):
               'confidence for {}; the paper: {}. {}\n'.format(
                   len(setup.splits.train), len(examples), conformity_ranks_higher(rows),
                   conformity_ranks_higher(rows, 'paper_conformity', 'paper_confidence'),
-                  provenance(setup, args)))
-    write_table(os.path.join(args.out, 'snli_artifacts_' + args.run), rows, columns, header)
+                  provenance(setup, run.produced_by)))
+    write_table(run.stem, rows, columns, header)
     print(markdown_table(rows, columns))
 
 
-# What each command writes into --out ({run}: its --run), checked before any work.
+# Every analysis by its command name, with what it needs of its run, checked before the
+# slow DkNN build: the methods it maps (temperature.json is read first when one needs
+# it) and whether it takes only a binary sentiment model (check_binary_sentiment).
+ANALYSES = {'table2': (table2, TABLE2_METHODS, False),
+            'highlights': (highlights, HIGHLIGHT_METHODS, False),
+            'terribly': (terribly, TERRIBLY_METHODS, True),
+            'normalizations': (normalizations, HIGHLIGHT_METHODS + TERRIBLY_METHODS, True),
+            'snli-artifacts': (snli_artifacts, ARTIFACT_METHODS, False)}

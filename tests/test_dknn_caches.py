@@ -1,0 +1,110 @@
+"""The DkNN caches lock what they write: the run folder's lock is taken only while a cache
+is written, re-entrantly for a command that holds it already; readers of valid caches
+need no lock; parallel builders never leave a torn cache."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cli_helpers
+from deepknn import activation_cache
+from deepknn import dknn as dknn_lib
+from deepknn import model_setup
+from deepknn import result_folder
+from deepknn.dknn_settings import DkNNSettings
+from nlp_utils import UserError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHES = ('dknn_cache.npz', 'dknn_index_faiss.npz')
+
+
+@pytest.fixture(scope='module')
+def run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('caches')
+    cli_helpers.train_tiny(folder, folder / 'run')
+    return model_setup.load_setup(str(folder / 'run' / 'args.json'))
+
+
+def remove_caches(setup):
+    for name in CACHES:
+        path = os.path.join(setup.result_dir, name)
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def expected_train_layers(setup):
+    """The known answer: the model's activations of the training split, computed here."""
+    return setup.model.layer_activations([x for x, _ in setup.train])
+
+
+def check_cache_holds(setup, layers):
+    """The activation cache is whole (readable, with this model's key) and holds `layers`."""
+    cache = activation_cache.read_cache(os.path.join(setup.result_dir, 'dknn_cache.npz'),
+                                        activation_cache.activation_key(setup))
+    assert cache is not None
+    assert int(cache['n_layers']) == len(layers)
+    for i, layer in enumerate(layers):
+        np.testing.assert_allclose(cache['layer_{}'.format(i)], layer, rtol=1e-6, atol=1e-6)
+
+
+def test_a_command_holding_the_folder_lock_still_builds_and_caches(run):
+    remove_caches(run)
+    with result_folder.lock(run.result_dir, 'run_dknn.py'):   # its own report's lock
+        assert result_folder.held_by_this_process(run.result_dir)
+        dknn = dknn_lib.dknn_from_setup(run, DkNNSettings(5))
+    assert not result_folder.held_by_this_process(run.result_dir)
+    check_cache_holds(run, expected_train_layers(run))
+    assert os.path.exists(os.path.join(run.result_dir, 'dknn_index_faiss.npz'))
+    assert dknn.calibration_scores is not None
+
+
+def test_valid_caches_are_read_while_another_process_holds_the_lock(run):
+    fresh = dknn_lib.dknn_from_setup(run, DkNNSettings(5), use_cache=False)  # the answer
+    dknn_lib.dknn_from_setup(run, DkNNSettings(5))   # both caches valid now
+    with cli_helpers.held_by_another_process(run.result_dir, 'a long fine-tune'):
+        cached = dknn_lib.dknn_from_setup(run, DkNNSettings(5))
+        np.testing.assert_array_equal(cached.calibration_scores, fresh.calibration_scores)
+        test = run.model.layer_activations([x for x, _ in run.test])
+        np.testing.assert_array_equal(cached.predict_from_activations(test)['neighbors'],
+                                      fresh.predict_from_activations(test)['neighbors'])
+        os.remove(os.path.join(run.result_dir, 'dknn_index_faiss.npz'))   # stale: a write
+        with pytest.raises(UserError, match='in use by .*a long fine-tune') as raised:
+            dknn_lib.dknn_from_setup(run, DkNNSettings(5))
+        assert '\n' not in str(raised.value)
+    assert not os.path.exists(os.path.join(run.result_dir, 'dknn_index_faiss.npz'))
+
+
+BUILDER = '''
+import sys
+sys.path.insert(0, {root!r})
+from deepknn import dknn, model_setup
+from deepknn.dknn_settings import DkNNSettings
+from nlp_utils import UserError
+setup = model_setup.load_setup({args!r})
+try:
+    built = dknn.dknn_from_setup(setup, DkNNSettings(5))
+    print('built', built.calibration_scores.tolist())
+except UserError as error:
+    print('refused', error)
+'''
+
+
+def test_parallel_builders_never_leave_a_torn_cache(run):
+    remove_caches(run)
+    script = BUILDER.format(root=ROOT, args=os.path.join(run.result_dir, 'args.json'))
+    builders = [subprocess.Popen([sys.executable, '-c', script], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
+    outputs = [builder.communicate(timeout=300)[0].strip().splitlines()[-1]
+               for builder in builders]
+    assert all(builder.returncode == 0 for builder in builders)
+    expected = dknn_lib.dknn_from_setup(run, DkNNSettings(5), use_cache=False)
+    built = [line for line in outputs if line.startswith('built')]
+    assert built, outputs
+    for line in built:    # each finished builder got the one right answer
+        assert line == 'built {}'.format(expected.calibration_scores.tolist())
+    for line in outputs:  # the other, if any, was told who writes the caches
+        assert line.startswith('built') or 'writing the DkNN caches' in line, line
+    check_cache_holds(run, expected_train_layers(run))
+    assert not [name for name in os.listdir(run.result_dir) if name.startswith('.tmp-')]
