@@ -10,6 +10,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from deepknn import dknn as dknn_lib  # noqa: E402
 from deepknn.distributed.engine import RayEngine  # noqa: E402
+from deepknn.dknn_settings import DkNNSettings  # noqa: E402
 from test_ray import K, tiny_run  # noqa: E402,F401
 
 
@@ -27,10 +28,10 @@ def two_nodes():
 
 def test_two_nodes_both_search_and_answer_as_one_process(tiny_run, two_nodes,  # noqa: F811
                                                          tmp_path, capsys):
-    local = dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, use_cache=False)
+    local = dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K), use_cache=False)
     engine = RayEngine(storage=str(tmp_path / 'storage'), shards=2, workers=2,
                        address=two_nodes, part_rows=16)
-    sharded = dknn_lib.dknn_from_setup(tiny_run, 'faiss', K, engine=engine)
+    sharded = dknn_lib.dknn_from_setup(tiny_run, DkNNSettings(K, engine=engine))
     assert '2 shard search actors on 2 Ray nodes' in capsys.readouterr().err
     test = tiny_run.model.layer_activations([x for x, _ in tiny_run.test])
     expected, found = local.predict_from_activations(test), sharded.predict_from_activations(test)
