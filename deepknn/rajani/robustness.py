@@ -14,8 +14,9 @@ import re
 import numpy as np
 from scipy import stats
 
-from deepknn import dknn
+from deepknn import activation_cache
 from deepknn import eval_sets
+from deepknn import result_folder
 from deepknn.rajani import knn_representations as knn
 import nlp_utils
 from nlp_utils import UserError
@@ -172,16 +173,17 @@ def set_outputs(setup, eval_set, layer, batchsize):
     MiniLM's pass over HANS-like's 30,000 pairs takes about ten minutes here)."""
     path = os.path.join(setup.result_dir, 'knn_robustness_{}_outputs.npz'.format(
         _file_name(eval_set.name)))
-    key = 'v1|{}|{}|layer {}'.format(dknn.activation_key(setup),
+    key = 'v1|{}|{}|layer {}'.format(activation_cache.activation_key(setup),
                                      nlp_utils.examples_digest(eval_set.records), layer)
-    cached = dknn.read_cache(path, key)
+    cached = activation_cache.read_cache(path, key)
     if cached is not None and {'hidden', 'proba'} <= set(cached):
         return cached['hidden'], cached['proba']
     activations, proba = knn.split_outputs(
         setup, setup.encode([(tokens, 0) for tokens, _ in eval_set.records]), batchsize,
         'forward pass: ' + eval_set.name)
     hidden = np.ascontiguousarray(activations[layer], dtype=np.float32)
-    nlp_utils.atomic_savez(path, key=np.array(key), hidden=hidden, proba=proba)
+    with result_folder.lock_for_caches(setup.result_dir, activation_cache.CACHES_PURPOSE):
+        nlp_utils.atomic_savez(path, key=np.array(key), hidden=hidden, proba=proba)
     return hidden, proba
 
 
@@ -213,7 +215,7 @@ def cached_robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPE
     path = os.path.join(setup.result_dir, 'knn_robustness_{}_seed{}.json'.format(
         _file_name(eval_set.name), seed))
     key = 'v3|{}|{}|layer {}|k {}|seed {}|validation {}'.format(
-        dknn.activation_key(setup), '+'.join(map(nlp_utils.file_digest, eval_set.paths)),
+        activation_cache.activation_key(setup), '+'.join(map(nlp_utils.file_digest, eval_set.paths)),
         layer, k, seed, n_validation)
     if os.path.exists(path):
         cached = nlp_utils.read_json(path, 'robustness cache', dict)
