@@ -215,7 +215,8 @@ def cached_robustness_experiment(setup, eval_set, layer=-2, batchsize=64, k=PAPE
     path = os.path.join(setup.result_dir, 'knn_robustness_{}_seed{}.json'.format(
         _file_name(eval_set.name), seed))
     key = 'v3|{}|{}|layer {}|k {}|seed {}|validation {}'.format(
-        activation_cache.activation_key(setup), '+'.join(map(nlp_utils.file_digest, eval_set.paths)),
+        activation_cache.activation_key(setup),
+        '+'.join(map(nlp_utils.file_digest, eval_set.paths)),
         layer, k, seed, n_validation)
     if os.path.exists(path):
         cached = nlp_utils.read_json(path, 'robustness cache', dict)
