@@ -1,8 +1,8 @@
 """Collect trained result folders into the paper's tables and figures under results/.
 
-    python paper_results.py table1        # results/table1.md and .csv
-    python paper_results.py training      # results/training.md and .csv
-    python paper_results.py reliability --run stsa.binary_cnn   # results/reliability_*.png
+    python paper_results.py table1        # results/wallace/table1.md and .csv
+    python paper_results.py training      # results/wallace/training.md and .csv
+    python paper_results.py reliability --run stsa.binary_cnn   # results/wallace/reliability_*.png
     python paper_results.py table2|highlights|terribly --run stsa.binary_bilstm \
         [--normalization total|per-sign|half-scale]
     python paper_results.py normalizations --run stsa.binary_cnn   # all three, one table

@@ -1,7 +1,7 @@
 """The cost of one faithfulness run (run_faithfulness): sentences/s and model rows/s.
 
     python benchmarks/bench_faithfulness.py --model-setup results/stsa.binary_cnn/args.json \
-        [--limit 50 --repeats 3 --no-curves --out results/bench_faithfulness.md]
+        [--limit 50 --repeats 3 --no-curves --out results/benchmarks/bench_faithfulness.md]
 
 One run = every method's importances (interpret_all) + their rankings and baselines
 measured under the softmax, DkNN conformity and DkNN credibility classifiers, each

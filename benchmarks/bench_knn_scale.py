@@ -19,7 +19,7 @@ reference (faiss-flat) always runs.
 Full size (the defaults; estimated 10-13 minutes on 2 idle cores, peak memory about
 11 GB at 2400 dims):
   .venv/bin/python benchmarks/bench_knn_scale.py --n-train 550000 --dims 300 1200 2400 \
-      --n-queries 200 --k 75 --max-seconds 180 --out results/knn_scale.md
+      --n-queries 200 --k 75 --max-seconds 180 --out results/benchmarks/knn_scale.md
 Quick check (about 30 s):
   .venv/bin/python benchmarks/bench_knn_scale.py --n-train 50000 --dims 300 \
       --out benchmarks/out/knn_scale_small.md

@@ -1,7 +1,7 @@
 """What plausibility adds to the maps: seconds of the measures beside seconds of the maps.
 
     python benchmarks/bench_plausibility.py --model-setup results/stsa.binary_cnn/args.json \
-        [--limit 200 --repeats 3 --out results/bench_plausibility.md]
+        [--limit 200 --repeats 3 --out results/benchmarks/bench_plausibility.md]
 
 One repeat = every method's maps (saliency.interpret_all, as paper_results.py
 plausibility computes them) and then their measures against the SST test trees
