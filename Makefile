@@ -151,9 +151,9 @@ rajani-minilm: venv
 	$(KNN) backoff --overwrite --model-setup results/cad-snli-augmented_minilm/args.json \
 	    --name knn_backoff_augmented_minilm
 	$(KNN) retrieved --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
-	    --split test --k 16 --out results --name knn_retrieved_cad-snli-snlieval_minilm_test
+	    --split test --k 16 --out results/rajani --name knn_retrieved_cad-snli-snlieval_minilm_test
 	$(KNN) detect --overwrite --model-setup $(NOISE_RUNS) \
-	    --out results --name knn_mislabeled_cad-snli-snlieval_minilm
+	    --out results/rajani --name knn_mislabeled_cad-snli-snlieval_minilm
 	$(KNN) contrast --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
 	    results/cad-snli-augmented_minilm/args.json --name knn_contrast_minilm
 	$(KNN) candidates --overwrite --model-setup results/cad-snli-augmented_minilm/args.json \
@@ -179,9 +179,9 @@ FLIP = --seed $$s --label-noise 0.1 --label-noise-seed $$s
 rajani-glove: venv
 	RUN=cad-snli_cnn scripts/train_and_dknn.sh cad-snli cnn --n-calib 167
 	$(KNN) explain --overwrite --model-setup results/cad-snli_cnn/args.json --k 4 \
-	    --out results --name knn_explanations_cad-snli_cnn
+	    --out results/rajani --name knn_explanations_cad-snli_cnn
 	$(KNN) retrieved --overwrite --model-setup results/cad-snli_cnn/args.json --split test \
-	    --k 16 --top 10 --out results --name knn_retrieved_cad-snli_cnn_test
+	    --k 16 --top 10 --out results/rajani --name knn_retrieved_cad-snli_cnn_test
 	$(PY) reduce_inputs.py --overwrite --model-setup results/cad-snli_cnn/args.json --split dev \
 	    --importance gradient,confidence,conformity
 	for s in $(NOISE_SEEDS); do \

@@ -3,7 +3,7 @@
     python reduce_inputs.py --model-setup results/stsa.binary_cnn/args.json \
         --importance gradient,confidence,conformity --split dev [--limit N] [--beam 5]
 
-Writes into --out (default results/), with NAME (--name, default reduction_<run>_<split>):
+Writes into --out (default results/feng/), with NAME (--name, default reduction_<run>_<split>):
 per importance NAME_<importance> with .jsonl (original and reduced text, prediction, confidence and credibility before
 and after), .html (side by side), _lengths.png (Figure 3) and _confidence.png (Figure
 4); and the summary table NAME.md/.csv. The paper reduces the
@@ -41,7 +41,7 @@ def parse_args(argv=None):
     cli.add_dknn(parser)
     cli.add_engine(parser)
     cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE, 'rows per model batch and DkNN query')
-    cli.add_outputs(parser, cli.RESULTS, 'reduction_<run>_<split>')
+    cli.add_outputs(parser, cli.FENG, 'reduction_<run>_<split>')
     cli.add_device(parser)
     return parser.parse_args(argv)
 
@@ -145,7 +145,7 @@ def main(argv=None):
     if not examples:
         raise UserError('the {} split is empty; choose another --split'.format(args.split))
     run = os.path.basename(setup.result_dir)
-    stem = cli.output_stem(args, cli.RESULTS, 'reduction_{}_{}'.format(run, args.split))
+    stem = cli.output_stem(args, cli.FENG, 'reduction_{}_{}'.format(run, args.split))
     cli.check_new_outputs([stem + '.md'], args.overwrite)   # after the inputs
     # Held until the outputs are written: a second call with the same outputs stops here,
     # and what a killed call left beside them is removed.

@@ -43,10 +43,10 @@ def main(argv=None):
     cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--curves', action=argparse.BooleanOptionalAction,
                         default=True, help='deletion and insertion curves')
-    cli.add_outputs(parser, cli.RESULTS + ' (given --out or --name; else the table is only '
+    cli.add_outputs(parser, cli.BENCHMARKS + ' (given --out or --name; else the table is only '
                     'printed)', 'bench_faithfulness')
     args = parser.parse_args(argv)
-    path = cli.output_stem(args, cli.RESULTS, 'bench_faithfulness', out_was_path=True) + '.md' \
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_faithfulness', out_was_path=True) + '.md' \
         if args.out or args.name else None   # else the table is only printed
     cli.check_new_outputs([path] if path else [], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)

@@ -45,10 +45,10 @@ def main(argv=None):
                         help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
     cli.add_dknn(parser)
     cli.add_batchsize(parser, 256, 'rows per model batch')
-    cli.add_outputs(parser, cli.RESULTS + ' (given --out or --name; else the table is only '
+    cli.add_outputs(parser, cli.BENCHMARKS + ' (given --out or --name; else the table is only '
                     'printed)', 'bench_plausibility')
     args = parser.parse_args(argv)
-    path = cli.output_stem(args, cli.RESULTS, 'bench_plausibility', out_was_path=True) + '.md' \
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_plausibility', out_was_path=True) + '.md' \
         if args.out or args.name else None   # else the table is only printed
     cli.check_new_outputs([path] if path else [], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)

@@ -131,13 +131,13 @@ def parse_args(argv=None):
                              "system's temporary folder)")
     cli.add_k(parser)
     cli.add_batchsize(parser)
-    cli.add_outputs(parser, cli.RESULTS, 'bench_ray')
+    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_ray')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    stem = cli.output_stem(args, cli.RESULTS, 'bench_ray', out_was_path=True)
+    stem = cli.output_stem(args, cli.BENCHMARKS, 'bench_ray', out_was_path=True)
     cli.check_new_outputs([stem + '.md', stem + '.csv'], args.overwrite)
     nlp_utils.check_output_folder(args.scratch, '--scratch')
     setup = model_setup.load_setup(args.model_setup)

@@ -15,7 +15,15 @@ from deepknn.distributed import engine as engine_lib
 
 DEFAULT_K = 75            # DkNN neighbours per layer (the paper's k)
 RAJANI_K = 16             # neighbours of Rajani et al.'s kNN backoff and retrieval
-RESULTS = 'results'       # where result folders and committed tables live
+RESULTS = 'results'       # where the (git-ignored) result folders of trained runs live
+# The committed tables and figures, one folder per study under RESULTS (results/README.md
+# is their index): each command's default --out is the folder of the study it serves.
+WALLACE = os.path.join(RESULTS, 'wallace')            # Wallace et al. 2018: Tables 1-4
+RAJANI = os.path.join(RESULTS, 'rajani')              # Rajani et al. 2020: kNN representations
+FENG = os.path.join(RESULTS, 'feng')                  # Feng et al. 2018: input reduction
+FAITHFULNESS = os.path.join(RESULTS, 'faithfulness')  # faithfulness and plausibility of maps
+BENCHMARKS = os.path.join(RESULTS, 'benchmarks')      # speed measurements (benchmarks/)
+STUDIES = (WALLACE, RAJANI, FENG, FAITHFULNESS, BENCHMARKS)
 
 
 def parser(doc):
@@ -185,8 +193,9 @@ def add_skip_bad_lines(parser):
 def add_table_output(parser, default=None):
     """--out and --overwrite of a command writing tables into results/: committed
     tables there are only replaced when asked."""
-    add_out(parser, 'where tables and figures go (default: {}/, where existing files are '
-                    'only replaced with --overwrite)'.format(RESULTS), default)
+    add_out(parser, 'where tables and figures go (default: the study folder under {}/, '
+                    'where existing files are only replaced with --overwrite)'.format(RESULTS),
+            default)
     parser.add_argument('--overwrite', action='store_true',
                         help='replace existing tables and figures in {}/'.format(RESULTS))
 
@@ -275,8 +284,8 @@ def check_output_stem(stem, flag='--out'):
 
 
 def check_table_outputs(out, overwrite, paths):
-    """check_new_outputs for a command whose default --out is results/: with an explicit
-    --out the user chose the place."""
+    """check_new_outputs for a command whose default --out is a study folder of committed
+    tables: with an explicit --out the user chose the place."""
     if out is None:
         check_new_outputs(paths, overwrite)
 

@@ -2,7 +2,7 @@
 kNN retrieves most often vs without as many random ones (resumable).
 
     python scripts/knn_removal.py --template results/cad-snli_cnn/args.json --n-calib 0 \
-        --runs-dir results/removal_cad-snli_cnn --out results --name knn_removal_cad-snli_cnn
+        --runs-dir results/removal_cad-snli_cnn --out results/rajani --name knn_removal_cad-snli_cnn
 
 For each seed: train the full model (the template's settings with --seed), count how often
 each training example is among the k=16 nearest other training examples (the layer
@@ -159,7 +159,7 @@ def parse_args(argv=None):
                         help="folder for the retrained runs (default: results/removal_RUN, RUN "
                              "the template's result folder)")
     cli.add_hidden_alias(parser, '--runs', 'runs_dir')
-    cli.add_outputs(parser, cli.RESULTS, 'knn_removal_RUN', old_path_flags=['--table'])
+    cli.add_outputs(parser, cli.RAJANI, 'knn_removal_RUN', old_path_flags=['--table'])
     parser.add_argument('--seeds', type=nlp_utils.non_negative_int, nargs='+', default=[1, 2, 3],
                         help='training seeds; every variant is trained with each')
     parser.add_argument('--fractions', type=nlp_utils.fraction, nargs='+', default=[0.1, 0.3],
@@ -181,7 +181,7 @@ def template_run(args):
 
 def output_stem(args):
     """DIR/STEM of the table (--out, --name; or the old --table PATH)."""
-    return cli.output_stem(args, cli.RESULTS, 'knn_removal_' + template_run(args))
+    return cli.output_stem(args, cli.RAJANI, 'knn_removal_' + template_run(args))
 
 
 def main(argv=None):
