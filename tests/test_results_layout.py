@@ -6,6 +6,7 @@ folders (results/RUN/) are git-ignored and never listed. Every relative link of
 README.md, docs/*.md and the pages under results/ (Markdown links and images, and the
 href/src of the HTML pages) names a file of the checkout.
 """
+import fnmatch
 import glob
 import os
 import posixpath
@@ -15,6 +16,8 @@ import subprocess
 import pytest
 
 from deepknn import cli
+import paper_results
+import run_knn_representations
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 INDEX = 'results/README.md'
@@ -86,6 +89,34 @@ def test_a_table_outside_the_study_folders_is_misplaced():
                'results/wallace/old/table1.md', 'results/notes/x.md', 'results/rajani']
     assert misplaced_results(planted) == ['results/table1.md', 'results/wallace/old/table1.md',
                                           'results/notes/x.md', 'results/rajani']
+
+
+def committed_folders(committed, pattern):
+    """The folders of the committed files whose name matches glob `pattern`."""
+    return {posixpath.dirname(path) for path in committed
+            if fnmatch.fnmatch(posixpath.basename(path), pattern)}
+
+
+def test_paper_results_writes_each_table_where_the_committed_one_lies():
+    committed = committed_results()
+    for command, names in paper_results.OUTPUTS.items():
+        for name in names:
+            pattern = name.format(run='*', split='*', name='entropy_regularization')
+            assert committed_folders(committed, pattern) == {
+                paper_results.STUDY_FOLDERS[command].replace(os.sep, '/')}, (command, name)
+
+
+@pytest.mark.parametrize('argv, prefix', [
+    (['backoff', '--model-setup', 'RUN/args.json'], 'knn_backoff'),
+    (['detect', '--model-setup', 'RUN/args.json'], 'knn_mislabeled'),
+    (['contrast', '--model-setup', 'A/args.json', 'B/args.json'], 'knn_contrast'),
+    (['candidates', '--model-setup', 'RUN/args.json'], 'knn_candidates'),
+    (['negation'], 'knn_negation')])
+def test_rajani_tables_go_where_the_committed_ones_lie(argv, prefix):
+    args = run_knn_representations.parse_args(argv)
+    stem = run_knn_representations.output_stem(args).replace(os.sep, '/')
+    assert stem == 'results/rajani/' + prefix
+    assert committed_folders(committed_results(), prefix + '*') == {'results/rajani'}
 
 
 def test_the_index_links_every_study_folder():
