@@ -84,6 +84,21 @@ def test_results_holds_only_the_index_and_the_study_folders():
     assert {posixpath.dirname(path) for path in committed} == study_folders() | {'results'}
 
 
+def git_ignores(path):
+    """Whether this checkout's .gitignore ignores `path` (relative to the root)."""
+    checked = subprocess.run(['git', 'check-ignore', '-q', '--no-index', path], cwd=ROOT)
+    if checked.returncode not in (0, 1):
+        pytest.skip('not a git checkout')
+    return checked.returncode == 0
+
+
+def test_a_new_table_of_a_study_folder_is_not_ignored_but_a_run_folder_is():
+    for folder in study_folders():
+        assert not git_ignores(folder + '/new_table.md'), folder
+    assert git_ignores('results/stsa.binary_cnn/args.json')
+    assert git_ignores('results/rajani/weights.npz')
+
+
 def test_a_table_outside_the_study_folders_is_misplaced():
     planted = [INDEX, 'results/wallace/table1.md', 'results/table1.md',
                'results/wallace/old/table1.md', 'results/notes/x.md', 'results/rajani']
