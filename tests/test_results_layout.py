@@ -97,6 +97,8 @@ def test_a_new_table_of_a_study_folder_is_not_ignored_but_a_run_folder_is():
         assert not git_ignores(folder + '/new_table.md'), folder
     assert git_ignores('results/stsa.binary_cnn/args.json')
     assert git_ignores('results/rajani/weights.npz')
+    assert git_ignores('results/feng/reduction_run_dev_gradient.jsonl')   # records, as before
+    assert git_ignores('results/feng/.reduction_run_dev.outputs.lock')
 
 
 def test_a_table_outside_the_study_folders_is_misplaced():
