@@ -27,7 +27,7 @@ demo: venv
 	$(PY) scaling.py --model-setup $(DEMO)/args.json
 	$(PY) interpretations.py --model-setup $(DEMO)/args.json --split test --limit 20 \
 	    --methods conformity,confidence,calibrated,gradient \
-	    --output $(DEMO)/interpretations.html --png $(DEMO)/interpretations.png
+	    --out $(DEMO) --name interpretations --png
 
 test: venv
 	$(PY) -m pytest -q tests
@@ -147,17 +147,17 @@ rajani-minilm: venv
 	    cad-snli minilm $(CAD_SNLI_PAPER) --epoch 4 --lr 5e-5 --label-noise 0.1 \
 	    --label-noise-seed $$s || exit 1; done
 	$(KNN) backoff --overwrite \
-	    --model-setup results/cad-snli-snlieval_minilm/args.json --table results/knn_backoff_minilm
+	    --model-setup results/cad-snli-snlieval_minilm/args.json --name knn_backoff_minilm
 	$(KNN) backoff --overwrite --model-setup results/cad-snli-augmented_minilm/args.json \
-	    --table results/knn_backoff_augmented_minilm
+	    --name knn_backoff_augmented_minilm
 	$(KNN) retrieved --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
-	    --split test --k 16 --out results/knn_retrieved_cad-snli-snlieval_minilm_test
+	    --split test --k 16 --out results/rajani --name knn_retrieved_cad-snli-snlieval_minilm_test
 	$(KNN) detect --overwrite --model-setup $(NOISE_RUNS) \
-	    --out results/knn_mislabeled_cad-snli-snlieval_minilm
+	    --out results/rajani --name knn_mislabeled_cad-snli-snlieval_minilm
 	$(KNN) contrast --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
-	    results/cad-snli-augmented_minilm/args.json --out results/knn_contrast_minilm
+	    results/cad-snli-augmented_minilm/args.json --name knn_contrast_minilm
 	$(KNN) candidates --overwrite --model-setup results/cad-snli-augmented_minilm/args.json \
-	    --out results/knn_candidates_cad-snli-augmented_minilm
+	    --name knn_candidates_cad-snli-augmented_minilm
 	$(PY) reduce_inputs.py --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
 	    --split dev --limit 30 --importance gradient,confidence --no-dknn
 
@@ -165,9 +165,7 @@ rajani-minilm: venv
 # 15 fine-tunes, about 12 CPU hours on 2 cores); every fine-tune resumes from its last
 # epoch, so rerunning continues where a stopped session left it.
 rajani-removal: venv
-	$(PY) scripts/knn_removal.py --overwrite --template results/cad-snli-snlieval_minilm/args.json \
-	    --runs results/removal_cad-snli-snlieval_minilm \
-	    --table results/knn_removal_cad-snli-snlieval_minilm
+	$(PY) scripts/knn_removal.py --overwrite --template results/cad-snli-snlieval_minilm/args.json
 
 # The same experiments with the GloVe CNN and 1-layer BiLSTM, so a reader sees how much the
 # encoder matters: both cad-snli splits on their own dev/test (with a calibration split for
@@ -181,9 +179,9 @@ FLIP = --seed $$s --label-noise 0.1 --label-noise-seed $$s
 rajani-glove: venv
 	RUN=cad-snli_cnn scripts/train_and_dknn.sh cad-snli cnn --n-calib 167
 	$(KNN) explain --overwrite --model-setup results/cad-snli_cnn/args.json --k 4 \
-	    --out results/knn_explanations_cad-snli_cnn
+	    --out results/rajani --name knn_explanations_cad-snli_cnn
 	$(KNN) retrieved --overwrite --model-setup results/cad-snli_cnn/args.json --split test \
-	    --k 16 --top 10 --out results/knn_retrieved_cad-snli_cnn_test
+	    --k 16 --top 10 --out results/rajani --name knn_retrieved_cad-snli_cnn_test
 	$(PY) reduce_inputs.py --overwrite --model-setup results/cad-snli_cnn/args.json --split dev \
 	    --importance gradient,confidence,conformity
 	for s in $(NOISE_SEEDS); do \
@@ -194,9 +192,8 @@ rajani-glove: venv
 	      --n-calib 0 $(FLIP) || exit 1; done
 	for d in cad-snli cad-snli-snlieval stsa.binary; do $(KNN) detect --overwrite --model-setup \
 	    $(foreach s,$(NOISE_SEEDS),results/$${d}_cnn_noise_s$(s)/args.json) \
-	    --out results/knn_mislabeled_$${d}_cnn || exit 1; done
-	$(PY) scripts/knn_removal.py --overwrite --template results/cad-snli_cnn/args.json \
-	    --n-calib 0 --runs results/removal_cad-snli_cnn --table results/knn_removal_cad-snli_cnn
+	    --name knn_mislabeled_$${d}_cnn || exit 1; done
+	$(PY) scripts/knn_removal.py --overwrite --template results/cad-snli_cnn/args.json --n-calib 0
 	RUN=cad-snli_bilstm scripts/train_and_dknn.sh cad-snli bilstm --layer 1 --epoch 5 \
 	    --n-calib 167
 	RUN=cad-snli-augmented_cnn scripts/train_and_dknn.sh cad-snli-augmented cnn --n-calib 833
@@ -205,7 +202,7 @@ rajani-glove: venv
 	RUN=cad-snli-augmented_bilstm scripts/train_and_dknn.sh cad-snli-augmented bilstm --layer 1 \
 	    --epoch 30 --n-calib 833
 	$(KNN) backoff --overwrite --model-setup $(GLOVE_BACKOFF_RUNS:%=results/%/args.json) \
-	    --table results/knn_backoff
+	    --name knn_backoff
 
 # Rajani et al. 2020's ANLI and HANS columns (Tables 4-6) and mislabeled-example detection
 # ranked as the field reports it (AUPRC, P/R at k), on both readings of the paper's "dev
@@ -231,7 +228,7 @@ rajani-robustness: venv
 	      $(foreach s,$(NOISE_SEEDS),results/$${d}_cnn_noise_s$(s)/args.json) && \
 	  $(KNN) detect --overwrite --model-setup \
 	      $(foreach s,$(NOISE_SEEDS),results/$${d}_cnn_noise_s$(s)/args.json) \
-	      --out results/knn_mislabeled_$${d}_cnn || exit 1; done
+	      --name knn_mislabeled_$${d}_cnn || exit 1; done
 	$(PY) scripts/knn_robustness.py --overwrite --model-setup $(ROBUST_RUNS) \
 	    --dataset anli hans-like --data-dir $(DKNN_DATA_DIR) --seed 0 --name knn_robustness
 	for s in 1 2; do $(PY) scripts/knn_robustness.py --overwrite --model-setup $(ROBUST_RUNS) \

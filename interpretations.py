@@ -2,7 +2,10 @@
 
     python interpretations.py --model-setup results/stsa.binary_cnn/args.json \
         --methods conformity,confidence,gradient --split test --limit 20 \
-        --output results/stsa.binary_cnn/interpretations.html --png maps.png --neighbors 3
+        --out results/stsa.binary_cnn --name interpretations --png --neighbors 3
+
+writes OUT/NAME.html (the maps), OUT/NAME.csv (the raw importances) and, with --png,
+OUT/NAME.png.
 
 The methods are in saliency.py (conformity, credibility, confidence and calibrated
 leave-one-out, gradient); the page and the raw importances (CSV) are drawn by
@@ -34,11 +37,11 @@ def parse_args(argv=None):
     evaluated.add_argument('--eval-file', default=None,
                            help="interpret this file instead, in the training data's format")
     cli.add_limit(parser, 20, 'interpret the first N examples')
-    parser.add_argument('--output', default=None,
-                        help='HTML file (default <result dir>/interpretations_<split>.html); the '
-                             'raw importances go beside it as .csv')
-    parser.add_argument('--png', default=None,
-                        help='also write the maps as this PNG; more than {0} examples go '
+    cli.add_outputs(parser, "the run's result folder", 'interpretations_<split>',
+                    old_path_flags=['--output'])
+    # A path after --png is its old spelling, kept: the PNG written there.
+    parser.add_argument('--png', nargs='?', const=True, default=None, metavar='',
+                        help='also write the maps as NAME.png; more than {0} examples go '
                              'into pages NAME_1.png, NAME_2.png, ... of {0} each'.format(
                                  saliency_png.PNG_PAGE_EXAMPLES))
     parser.add_argument('--normalization', choices=sorted(saliency_scores.NORMALIZATIONS),
@@ -56,10 +59,16 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def output_paths(args, setup, split):
+    """{'html', 'csv', 'png'} paths of --out/--name (png None without --png)."""
+    stem = cli.output_stem(args, setup.result_dir, 'interpretations_{}'.format(split))
+    png = args.png if isinstance(args.png, str) else stem + '.png' if args.png else None
+    nlp_utils.check_output_path(png, '--png')
+    return {'html': stem + '.html', 'csv': stem + '.csv', 'png': png}
+
+
 def main(argv=None):
     args = parse_args(argv)
-    nlp_utils.check_output_path(args.output, '--output')
-    nlp_utils.check_output_path(args.png, '--png')
     methods = saliency.parse_methods(args.methods, '--methods')
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     dknn_settings = cli.dknn_settings(args, setup.result_dir)   # checked before any work
@@ -69,6 +78,8 @@ def main(argv=None):
     examples = examples[:args.limit]
     if not examples:
         raise UserError('the {} split is empty'.format(split))
+    paths = output_paths(args, setup, split)
+    cli.check_new_outputs([path for path in paths.values() if path], args.overwrite)
     dknn = None
     if settings['k'] is not None:
         dknn = dknn_lib.dknn_from_setup(setup, dknn_settings)
@@ -78,12 +89,9 @@ def main(argv=None):
         neighbors = saliency.nearest_training_examples(
             setup.model, dknn, setup.splits.train, examples, args.neighbors, setup.vocab,
             args.batchsize)
-    output = args.output or os.path.join(setup.result_dir,
-                                         'interpretations_{}.html'.format(split))
     title = '{} {}: {} examples'.format(setup.config.dataset, setup.config.model, split)
-    writes = saliency_report.map_writes(
-        results, setup, {'html': output, 'csv': os.path.splitext(output)[0] + '.csv',
-                         'png': args.png}, title, settings, args.normalization, neighbors)
+    writes = saliency_report.map_writes(results, setup, paths, title,
+                                        settings, args.normalization, neighbors)
     nlp_utils.atomic_write_files(writes)   # all renamed together, or none
     print('wrote {}'.format(', '.join(path for path, _, _ in writes)))
 

@@ -1,8 +1,8 @@
 """Collect trained result folders into the paper's tables and figures under results/.
 
-    python paper_results.py table1        # results/table1.md and .csv
-    python paper_results.py training      # results/training.md and .csv
-    python paper_results.py reliability --run stsa.binary_cnn   # results/reliability_*.png
+    python paper_results.py table1        # results/wallace/table1.md and .csv
+    python paper_results.py training      # results/wallace/training.md and .csv
+    python paper_results.py reliability --run stsa.binary_cnn   # results/wallace/reliability_*.png
     python paper_results.py table2|highlights|terribly --run stsa.binary_bilstm \
         [--normalization total|per-sign|half-scale]
     python paper_results.py normalizations --run stsa.binary_cnn   # all three, one table
@@ -14,7 +14,9 @@
     python paper_results.py plausibility-summary --runs stsa.binary_cnn,stsa.binary_bilstm
 
 Each output names the command that produced it; the runs themselves come from
-scripts/train_and_dknn.sh (see docs/reproducing.md).
+scripts/train_and_dknn.sh (see docs/reproducing.md). Without --out the outputs go to the
+subcommand's study folder: results/wallace, results/feng (entropy) or results/faithfulness
+(faithfulness and plausibility).
 """
 import argparse
 import csv
@@ -417,13 +419,21 @@ OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'tabl
                                     'plausibility_summary.png')}
 
 
+# The study folder each subcommand writes into without --out (results/README.md).
+STUDY_FOLDERS = {**dict.fromkeys(['table1', 'training', 'reliability', 'table2', 'highlights',
+                                  'terribly', 'normalizations', 'snli-artifacts'], cli.WALLACE),
+                 'entropy': cli.FENG,
+                 **dict.fromkeys(['faithfulness', 'faithfulness-summary', 'plausibility',
+                                  'plausibility-summary'], cli.FAITHFULNESS)}
+
+
 def check_overwrite(args):
-    """The committed tables in results/ are only replaced on request: without an
+    """The committed tables of a study folder are only replaced on request: without an
     explicit --out, an existing output file needs --overwrite."""
     cli.check_table_outputs(args.out, args.overwrite, [
-        os.path.join(cli.RESULTS, name.format(run=getattr(args, 'run', ''),
-                                              name=getattr(args, 'name', ''),
-                                              split=getattr(args, 'split', '')))
+        os.path.join(STUDY_FOLDERS[args.command],
+                     name.format(run=getattr(args, 'run', ''), name=getattr(args, 'name', ''),
+                                 split=getattr(args, 'split', '')))
         for name in OUTPUTS[args.command]])
 
 
@@ -464,7 +474,7 @@ def main(argv=None):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
     nlp_utils.check_output_folder(args.out, '--out')
     check_overwrite(args)
-    args.out = args.out or cli.RESULTS
+    args.out = args.out or STUDY_FOLDERS[args.command]
     args.produced_by = cli.provenance()
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability,
                         'entropy': entropy, 'faithfulness': faithfulness,

@@ -1,14 +1,14 @@
 """Predictions, DkNN credibility and word-importance maps for new, unlabelled sentences.
 
     python predict.py --model-setup results/demo_sst_cnn/args.json \
-        --input my_sentences.txt --out results/my_sentences
+        --input my_sentences.txt --out results --name my_sentences
 
 --input holds one sentence per line (for a pair model: premise, a tab, hypothesis), as
 raw text: it is tokenized like the model's training data and lower-cased where the
-vocabulary only knows the lower case. Writes OUT.csv and OUT.md: per line the model's
-prediction and softmax probability, the DkNN's prediction, credibility and confidence,
-and the words the model has no entry for; and OUT.html / OUT_importances.csv, a map per
-sentence for each of --methods ('none' for no maps). A model trained with --n-calib 0
+vocabulary only knows the lower case. Writes OUT/NAME.csv and OUT/NAME.md: per line the
+model's prediction and softmax probability, the DkNN's prediction, credibility and
+confidence, and the words the model has no entry for; and OUT/NAME.html and
+OUT/NAME_importances.csv, a map per sentence for each of --methods ('none' for no maps). A model trained with --n-calib 0
 has no calibration split: its table has the softmax columns only.
 """
 import sys
@@ -31,15 +31,13 @@ def parse_args(argv=None):
     cli.add_model_setup(parser)
     parser.add_argument('--input', required=True,
                         help='text file, one sentence (or premise<TAB>hypothesis) per line')
-    parser.add_argument('--out', required=True,
-                        help='output path without suffix (.csv, .md, .html)')
+    cli.add_outputs(parser, cli.RESULTS, 'predictions')
     parser.add_argument('--methods', default=','.join(saliency.DEFAULT_METHODS),
                         help="comma-separated interpretation methods, or 'none'")
     cli.add_dknn(parser)
     cli.add_engine(parser)
     cli.add_batchsize(parser)
     cli.add_device(parser)
-    cli.add_overwrite(parser)
     return parser.parse_args(argv)
 
 
@@ -104,10 +102,10 @@ def prediction_rows(setup, inputs, dknn, batchsize):
 def main(argv=None):
     args = parse_args(argv)
     methods = [] if args.methods == 'none' else saliency.parse_methods(args.methods, '--methods')
-    cli.check_output_stem(args.out)
-    outputs = [args.out + suffix for suffix in ('.csv', '.md')] + (
-        [args.out + '.html', args.out + '_importances.csv'] if methods else [])
-    cli.check_new_outputs(outputs, args.overwrite)
+    # --out was an output path: `--out DIR/STEM` still writes DIR/STEM.csv, ...
+    stem = cli.output_stem(args, cli.RESULTS, 'predictions', out_was_path=True)
+    outputs = [stem + suffix for suffix in ('.csv', '.md')] + (
+        [stem + '.html', stem + '_importances.csv'] if methods else [])
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     dknn_settings = cli.dknn_settings(args, setup.result_dir)   # checked before any work
     if methods and not setup.splits.calib and saliency.needs_dknn(methods):
@@ -118,19 +116,21 @@ def main(argv=None):
         else None
     inputs = setup.new_inputs(args.input)
     notes = input_notes(setup, inputs, args.input)
+    cli.check_new_outputs(outputs, args.overwrite)   # the inputs are read and fine
     for note in notes:
         print('note: ' + note, file=sys.stderr)
     # Held until the outputs are written: a second run into the same --out stops here.
-    with result_folder.lock_outputs(args.out, outputs, 'predict.py'):
+    with result_folder.lock_outputs(stem, outputs, 'predict.py'):
         cli.check_new_outputs(outputs, args.overwrite)   # none appeared meanwhile
-        predict(args, setup, dknn_settings, (methods, settings), (inputs, notes))
+        predict(args, setup, dknn_settings, (methods, settings), (inputs, notes), stem)
     print('wrote {}'.format(', '.join(path for path in outputs)))
 
 
-def predict(args, setup, dknn_settings, maps, read):
+def predict(args, setup, dknn_settings, maps, read, stem):
     """Predict `inputs` and draw their `maps` (methods, page settings) with the DkNN
-    of `dknn_settings`, `read` being (inputs, notes on how they were
-    read, for the table's header); write the table and the maps together."""
+    of `dknn_settings`, `read` being (inputs, notes on how they were read, for the
+    table's header); write the table and the maps together under the path `stem` (no
+    suffix)."""
     (methods, settings), (inputs, notes) = maps, read
     dknn = None
     if setup.splits.calib:
@@ -144,11 +144,11 @@ def predict(args, setup, dknn_settings, maps, read):
     if methods:
         results = saliency.interpret_all(setup, methods, [(t, None) for _, t in inputs], dknn)
         writes = saliency_report.map_writes(
-            results, setup, {'html': args.out + '.html', 'csv': args.out + '_importances.csv'},
+            results, setup, {'html': stem + '.html', 'csv': stem + '_importances.csv'},
             'Maps of {}'.format(args.input), settings,
             line_numbers=[number for number, _ in inputs])
     # The table and its maps are renamed together: never a table without its maps.
-    nlp_utils.atomic_write_files(table_writes(args.out, rows, list(rows[0]), header) + writes)
+    nlp_utils.atomic_write_files(table_writes(stem, rows, list(rows[0]), header) + writes)
     print(markdown_table(rows, [c for c in rows[0] if c != 'unknown_words']))
 
 

@@ -3,10 +3,10 @@
     python reduce_inputs.py --model-setup results/stsa.binary_cnn/args.json \
         --importance gradient,confidence,conformity --split dev [--limit N] [--beam 5]
 
-Per importance, writes into --out (default results/) reduction_<run>_<split>_<importance>
-with .jsonl (original and reduced text, prediction, confidence and credibility before
+Writes into --out (default results/feng/), with NAME (--name, default reduction_<run>_<split>):
+per importance NAME_<importance> with .jsonl (original and reduced text, prediction, confidence and credibility before
 and after), .html (side by side), _lengths.png (Figure 3) and _confidence.png (Figure
-4); and the summary table reduction_<run>_<split>.md/.csv. The paper reduces the
+4); and the summary table NAME.md/.csv. The paper reduces the
 validation split.
 """
 import os
@@ -41,8 +41,7 @@ def parse_args(argv=None):
     cli.add_dknn(parser)
     cli.add_engine(parser)
     cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE, 'rows per model batch and DkNN query')
-    parser.add_argument('--out', default='results', help='folder for table, figures, HTML')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.FENG, 'reduction_<run>_<split>')
     cli.add_device(parser)
     return parser.parse_args(argv)
 
@@ -83,33 +82,33 @@ def reduce_split(setup, importances, examples, dknn, args):
     return results
 
 
-def output_writes(setup, results, out, split):
+def output_writes(setup, results, stem, split):
     """(path, write, mode) of each importance's records (JSON lines), page and figures."""
     run = os.path.basename(setup.result_dir)
     writes = []
     for importance, (reductions, view, _) in results.items():
         rows = reduction_report.records(reductions, view, setup.label_names, setup.vocab)
-        stem = importance_stem(out, run, split, importance)
         name = '{} {} split, {} importance'.format(run, split, importance)
         page = reduction_report.html_page(rows, reductions, setup.vocab, 'Input reduction: ' + name)
         # Beside the page and figures of the same call, so a call with other settings
         # (--limit, --out) never replaces another's records.
-        writes += [reduction_report.jsonl_write(stem + '.jsonl', rows),
-                   (stem + '.html', lambda f, page=page: f.write(page), 'w'),
-                   reduction_report.length_histogram(stem + '_lengths.png', reductions, name),
-                   reduction_report.confidence_density(stem + '_confidence.png', view, name)]
+        path = importance_stem(stem, importance)
+        writes += [reduction_report.jsonl_write(path + '.jsonl', rows),
+                   (path + '.html', lambda f, page=page: f.write(page), 'w'),
+                   reduction_report.length_histogram(path + '_lengths.png', reductions, name),
+                   reduction_report.confidence_density(path + '_confidence.png', view, name)]
     return writes
 
 
-def importance_stem(out, run, split, importance):
-    return os.path.join(out, 'reduction_{}_{}_{}'.format(run, split, importance))
+def importance_stem(stem, importance):
+    return '{}_{}'.format(stem, importance)
 
 
-def output_paths(args, run, importances):
+def output_paths(stem, importances):
     """Every file this call writes: the table, and per importance (output_writes) the
     records, page and figures."""
-    return [table_stem(args, run) + suffix for suffix in ('.md', '.csv')] + [
-        importance_stem(args.out, run, args.split, importance) + suffix
+    return [stem + suffix for suffix in ('.md', '.csv')] + [
+        importance_stem(stem, importance) + suffix
         for importance in importances
         for suffix in ('.jsonl', '.html', '_lengths.png', '_confidence.png')]
 
@@ -136,32 +135,26 @@ def _rounded(value):
     return None if value is None else round(value, 3)
 
 
-def table_stem(args, run):
-    return os.path.join(args.out, 'reduction_{}_{}'.format(run, args.split))
-
-
 def main(argv=None):
     args = parse_args(argv)
     importances = parse_importances(args.importance)
     input_reduction.check_beam(args.beam)      # before the slow loading
-    folder = os.path.dirname(os.path.abspath(args.model_setup)) \
-        if args.model_setup.endswith('.json') else os.path.abspath(args.model_setup)
-    cli.check_new_outputs([table_stem(args, os.path.basename(folder)) + '.md'], args.overwrite)
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     dknn_settings = cli.dknn_settings(args, setup.result_dir)   # checked before any work
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
         raise UserError('the {} split is empty; choose another --split'.format(args.split))
     run = os.path.basename(setup.result_dir)
+    stem = cli.output_stem(args, cli.FENG, 'reduction_{}_{}'.format(run, args.split))
+    cli.check_new_outputs([stem + '.md'], args.overwrite)   # after the inputs
     # Held until the outputs are written: a second call with the same outputs stops here,
     # and what a killed call left beside them is removed.
-    with result_folder.lock_outputs(table_stem(args, run), output_paths(args, run, importances),
-                                    'reduce_inputs.py'):
-        cli.check_new_outputs([table_stem(args, run) + '.md'], args.overwrite)
-        reduce_and_write(args, setup, importances, examples, dknn_settings)
+    with result_folder.lock_outputs(stem, output_paths(stem, importances), 'reduce_inputs.py'):
+        cli.check_new_outputs([stem + '.md'], args.overwrite)
+        reduce_and_write(args, setup, importances, examples, dknn_settings, stem)
 
 
-def reduce_and_write(args, setup, importances, examples, dknn_settings):
+def reduce_and_write(args, setup, importances, examples, dknn_settings, stem):
     """Reduce `examples` with each importance (with the DkNN of `dknn_settings` where
     one is needed); write the table, records, pages, figures."""
     dknn = None
@@ -176,10 +169,9 @@ def reduce_and_write(args, setup, importances, examples, dknn_settings):
               '(k={}, {}). Beam {}. Model: {}. {}\n'.format(
                   args.split, run, args.k, args.backend, args.beam,
                   model_setup.run_description(setup), cli.provenance()))
-    stem = table_stem(args, run)
     # The table, pages, records and figures are renamed together: an interrupted run
     # leaves the previous set whole.
-    nlp_utils.atomic_write_files(output_writes(setup, results, args.out, args.split) +
+    nlp_utils.atomic_write_files(output_writes(setup, results, stem, args.split) +
                                  table_writes(stem, rows, columns, header))
     print('wrote {}.md/.csv, its HTML pages and figures'.format(stem))
 

@@ -53,8 +53,8 @@ def load(args, path, writes_into_run=False):
 
 # ---------------------------------------------------------------- backoff
 def backoff(args):
-    cli.check_new_outputs([args.table + suffix + '.md' for suffix in ('', '_table4', '_table5')],
-                          args.overwrite, '--table')
+    cli.check_new_outputs([args.stem + suffix + '.md' for suffix in ('', '_table4', '_table5')],
+                          args.overwrite)
     rows, models = [], []
     for path in args.model_setup:
         setup = load(args, path, writes_into_run=True)
@@ -70,17 +70,22 @@ def backoff(args):
     header = ('# kNN backoff (Rajani et al. 2020, Tables 4 and 5): test accuracy (%)\n\n'
               'k, T and tau (the max-softmax threshold) tuned on dev only; layer {}.\n'
               '{}\n{}\n'.format(args.layer, model_setup.models_line(models), cli.provenance()))
-    write_table(args.table, rows, list(rows[0]), header)
+    write_table(args.stem, rows, list(rows[0]), header)
     for suffix, (table, columns) in (('_table4', knn_tables.table4_rows(rows)),
                                      ('_table5', knn_tables.table5_rows(rows))):
-        write_table(args.table + suffix, table, columns, header)
+        write_table(args.stem + suffix, table, columns, header)
         print(markdown_table(table, columns))
 
 
 # ---------------------------------------------------------------- explain / retrieved
 def split_examples(setup, split):
-    """Token-level (tokens, label) examples of a split."""
-    return {'train': setup.splits.train, 'dev': setup.splits.dev, 'test': setup.splits.test}[split]
+    """Token-level (tokens, label) examples of a split; a UserError when it is empty (a
+    run trained with --n-calib 0 has no calib split)."""
+    examples = getattr(setup.splits, split)
+    if not examples:
+        raise UserError('--split {}: the {} split of {} is empty; pass another --split'.format(
+            split, split, setup.result_dir))
+    return examples
 
 
 def explain(args):
@@ -91,7 +96,7 @@ def explain(args):
         raise UserError('--examples must be indices into the {} {} examples'.format(
             len(examples), args.split))
     knn.check_temperature(args.temperature)
-    out = args.out or os.path.join(setup.result_dir, 'knn_explanations_{}'.format(args.split))
+    out = args.stem
     cli.check_new_outputs([out + '.json', out + '.html'], args.overwrite)
     classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize,
                                            cli.engine(args, setup.result_dir))
@@ -109,7 +114,7 @@ def explain(args):
 
 def retrieved(args):
     setup = load(args, args.model_setup)
-    out = args.out or os.path.join(setup.result_dir, 'knn_retrieved_{}'.format(args.split))
+    out = args.stem
     cli.check_new_outputs([out + '.md', out + '.csv'], args.overwrite)
     engine = cli.engine(args, setup.result_dir)
     classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize, engine)
@@ -135,7 +140,7 @@ def retrieved(args):
 
 # ---------------------------------------------------------------- detect
 def detect(args):
-    cli.check_new_outputs([args.out + suffix for suffix in ('.md', '_rankings.md', '_auprc.md',
+    cli.check_new_outputs([args.stem + suffix for suffix in ('.md', '_rankings.md', '_auprc.md',
                                                             '.png')], args.overwrite)
     rows, ranked, curves, points, models = [], [], {}, {}, []
     setups = [load(args, path, writes_into_run=True) for path in args.model_setup]
@@ -167,14 +172,14 @@ def detect(args):
               'deepknn/rajani/label_issues.py).\n{}\n{}\n'.format(
                   label_issues.DATALAB_K, label_issues.CV_FOLDS, model_setup.models_line(models),
                   cli.provenance()))
-    write_table(args.out, rows, list(rows[0]), header)
+    write_table(args.stem, rows, list(rows[0]), header)
     rule_recall = next(row['recall'] for row in means
                        if row['method'] == knn_influence.PAPER_RULE)
     rankings = knn_tables.ranking_rows(curves, rule_recall)
-    write_table(args.out + '_rankings', rankings, list(rankings[0]), header)
+    write_table(args.stem + '_rankings', rankings, list(rankings[0]), header)
     ranked += knn_tables.mean_rows(ranked, 'ranking', 'auprc')
-    write_table(args.out + '_auprc', ranked, list(ranked[0]), header + AUPRC_NOTE)
-    knn_report.recall_figure(args.out + '.png', knn_influence.FRACTIONS, curves, points,
+    write_table(args.stem + '_auprc', ranked, list(ranked[0]), header + AUPRC_NOTE)
+    knn_report.recall_figure(args.stem + '.png', knn_influence.FRACTIONS, curves, points,
                              'Flipped-label recall, {}, {:,} dev pairs ({})'.format(
                                  rows[0]['dataset'], ranked[0]['dev_pairs'],
                                  nlp_utils.count(len(args.model_setup), 'seed')))
@@ -209,7 +214,7 @@ def explained(setup, examples, positions, args):
 def contrast(args):
     """Two runs on the first run's split: accuracy on the negation slice, and the
     nearest training examples of the examples exactly one of them gets right."""
-    cli.check_new_outputs([args.out + suffix for suffix in ('.md', '.html')], args.overwrite)
+    cli.check_new_outputs([args.stem + suffix for suffix in ('.md', '.html')], args.overwrite)
     runs = [load(args, path) for path in args.model_setup]
     if runs[0].label_names != runs[1].label_names or not runs[0].config.pair:
         raise UserError('--model-setup: contrast needs two pair (NLI) runs with the same labels')
@@ -245,16 +250,16 @@ def contrast(args):
              'those {} gets right, then those {} gets right'.format(
                  args.k, evaluated_on, *names))
     page = knn_report.contrast_html(records, names, title, sources)
-    write_table(args.out, rows, list(rows[0]), header)
-    nlp_utils.atomic_write_text(args.out + '.html', page)
+    write_table(args.stem, rows, list(rows[0]), header)
+    nlp_utils.atomic_write_text(args.stem + '.html', page)
     print(markdown_table(rows, list(rows[0])))
-    print('wrote {0}.md, {0}.csv and {0}.html'.format(args.out))
+    print('wrote {0}.md, {0}.csv and {0}.html'.format(args.stem))
 
 
 def candidates(args):
     """The paper's Table 3: a random sample of the rule's candidate mislabeled training
     examples of a run (no flipped labels needed)."""
-    cli.check_new_outputs([args.out + '.md'], args.overwrite)
+    cli.check_new_outputs([args.stem + '.md'], args.overwrite)
     setup = load(args, args.model_setup)
     engine = cli.engine(args, setup.result_dir)
     classifier = knn.classifier_from_setup(setup, args.layer, args.batchsize, engine)
@@ -273,95 +278,103 @@ def candidates(args):
                   knn_tables.dataset_name(setup.config), len(rows), len(found),
                   len(found) / classifier.n_train, classifier.n_train, args.seed,
                   model_setup.run_description(setup), cli.provenance()))
-    write_table(args.out, rows, ['train_index', 'label', 'text'], header)
+    write_table(args.stem, rows, ['train_index', 'label', 'text'], header)
     print(markdown_table(rows, ['train_index', 'label', 'text']))
 
 
 # ---------------------------------------------------------------- flags
+def add_outputs(sub, default_dir, default_name, old_path_flags=()):
+    """--out DIR, --name STEM, --overwrite of a subcommand; default_dir None: the run's
+    result folder. `default_name` may hold {split}."""
+    cli.add_outputs(sub, default_dir or "the run's result folder", default_name, old_path_flags)
+    sub.set_defaults(default_stem=(default_dir, default_name))
+
+
+def output_stem(args):
+    """The DIR/STEM a subcommand writes under (add_outputs' flags; the subcommands other
+    than backoff took --out PATH before, which still writes there)."""
+    folder, name = args.default_stem
+    if folder is None:   # beside the run's args.json
+        folder = os.path.dirname(args.model_setup)
+    return cli.output_stem(args, folder, name.format(split=getattr(args, 'split', '')),
+                           out_was_path=args.command != 'backoff')
+
+
+def add_explained_split(sub, default='test', help='the examples whose neighbours are retrieved'):
+    cli.add_split(sub, default, help)
+
+
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument('--layer', type=int, default=-2,
-                        help='activation layer (default -2: the last hidden layer)')
+    cli.add_layer(common)
     cli.add_batchsize(common)
     cli.add_device(common)
     commands = parser.add_subparsers(dest='command', required=True)
     sub = commands.add_parser('backoff', parents=[common], help='kNN backoff, Tables 4 and 5')
     cli.add_model_setup(sub, '+', 'args.json of trained runs (or their folders)')
-    sub.add_argument('--dknn-k', type=nlp_utils.positive_int, default=cli.DEFAULT_K,
-                     help='DkNN neighbours per layer for the credibility switch')
-    sub.add_argument('--k', type=int, default=None, help='fixed k (default: tuned on dev)')
+    cli.add_dknn_k(sub)
+    cli.add_k(sub, None, 'fixed k (default: tuned on dev)')
     sub.add_argument('--temperature', type=float, default=None, help='fixed T (default: tuned)')
     sub.add_argument('--tau', type=float, default=None, help='fixed tau (default: tuned)')
-    sub.add_argument('--table', default='results/knn_backoff', help='output path without suffix')
-    cli.add_overwrite(sub)
+    add_outputs(sub, cli.RAJANI, 'knn_backoff', old_path_flags=['--table'])
     cli.add_engine(sub)
     sub.set_defaults(run=backoff)
     sub = commands.add_parser('explain', parents=[common], help='nearest training examples')
     cli.add_model_setup(sub)
-    sub.add_argument('--split', choices=('train', 'dev', 'test'), default='test',
-                     help='the examples whose neighbours are retrieved')
+    add_explained_split(sub)
     sub.add_argument('--examples', type=int, nargs='*', help='indices (default: the first 5)')
     cli.add_k(sub, cli.RAJANI_K, 'neighbours')
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
-    sub.add_argument('--out', default=None, help='output path without .json/.html')
-    cli.add_overwrite(sub)
+    add_outputs(sub, None, 'knn_explanations_{split}')
     cli.add_engine(sub)
     sub.set_defaults(run=explain)
     sub = commands.add_parser('retrieved', parents=[common],
                               help='most retrieved training examples')
     cli.add_model_setup(sub)
-    sub.add_argument('--split', choices=('train', 'dev', 'test'), default='test',
-                     help='the examples whose neighbours are retrieved')
+    add_explained_split(sub)
     cli.add_k(sub, cli.RAJANI_K, 'neighbours')
     sub.add_argument('--top', type=nlp_utils.positive_int, default=20,
                      help='how many training examples to list')
-    sub.add_argument('--out', default=None, help='output path without .md/.csv')
-    cli.add_overwrite(sub)
+    add_outputs(sub, None, 'knn_retrieved_{split}')
     cli.add_engine(sub)
     sub.set_defaults(run=retrieved)
     sub = commands.add_parser('detect', parents=[common], help='mislabeled examples, Figure 4')
     cli.add_model_setup(sub, '+', 'runs trained with --label-noise (one per seed)')
-    sub.add_argument('--out', default='results/knn_mislabeled', help='path without suffix')
-    cli.add_overwrite(sub)
+    add_outputs(sub, cli.RAJANI, 'knn_mislabeled')
     sub.set_defaults(run=detect)
     sub = commands.add_parser('contrast', parents=[common], help=contrast.__doc__)
     cli.add_model_setup(sub, 2, 'two pair runs: e.g. trained on the original and on the '
                         'augmented split; examples come from the first one\'s split')
-    sub.add_argument('--split', choices=('dev', 'test'), default='dev',
-                     help='the first run\'s split to evaluate both models on')
-    sub.add_argument('--limit', type=nlp_utils.positive_int, default=None,
-                     help='only the first N examples of the split')
+    add_explained_split(sub, 'dev', 'the first run\'s split to evaluate both models on')
+    cli.add_limit(sub, help='only the first N examples of the split')
     sub.add_argument('--show', type=nlp_utils.positive_int, default=10,
                      help='examples shown per direction on the HTML page')
     cli.add_k(sub, 4, 'neighbours shown (the paper\'s Tables 1-2 show 4)')
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
-    sub.add_argument('--out', required=True, help='output path without .md/.csv/.html')
-    cli.add_overwrite(sub)
+    add_outputs(sub, cli.RAJANI, 'knn_contrast')
     cli.add_engine(sub)
     sub.set_defaults(run=contrast)
     sub = commands.add_parser('candidates', parents=[common], help=candidates.__doc__)
     cli.add_model_setup(sub)
     sub.add_argument('--sample', type=nlp_utils.positive_int, default=20,
                      help='how many candidates to list')
-    sub.add_argument('--seed', type=nlp_utils.seed, default=0, help='seed of the sample')
-    sub.add_argument('--out', required=True, help='output path without .md/.csv')
-    cli.add_overwrite(sub)
+    cli.add_seed(sub, help='seed of the sample')
+    add_outputs(sub, cli.RAJANI, 'knn_candidates')
     cli.add_engine(sub)
     sub.set_defaults(run=candidates)
     sub = commands.add_parser('negation', help=negation.__doc__)
     sub.add_argument('--datasets', nargs='+', default=['cad-snli', 'cad-snli-augmented'],
                      help='pair datasets whose training splits are counted')
-    sub.add_argument('--data-dir', default=None, help='data folder (default: $DKNN_DATA_DIR)')
-    sub.add_argument('--out', default='results/knn_negation', help='path without suffix')
-    cli.add_overwrite(sub)
+    cli.add_data_dir(sub)
+    add_outputs(sub, cli.RAJANI, 'knn_negation')
     sub.set_defaults(run=negation)
     return parser.parse_args(argv)
 
 
 def negation(args):
     """The 'not' -> contradiction association of the cad-snli splits (data only)."""
-    cli.check_new_outputs([args.out + '.md'], args.overwrite)
+    cli.check_new_outputs([args.stem + '.md'], args.overwrite)
     rows = []
     for name, paper in zip(args.datasets, paper_numbers.NEGATION_CONTRADICTION + (None,) * 9):
         dataset = text_datasets.load_dataset(name, data_dir=args.data_dir)
@@ -378,15 +391,13 @@ def negation(args):
               'paper: the pattern \'occurs approximately 37% and 60% of times in the original '
               'and augmented training splits\'; read here as the share labelled '
               'contradiction.\n{}\n'.format(cli.provenance()))
-    write_table(args.out, rows, list(rows[0]), header)
+    write_table(args.stem, rows, list(rows[0]), header)
     print(markdown_table(rows, list(rows[0])))
 
 
 def main(argv=None):
     args = parse_args(argv)
-    for flag in ('table', 'out'):    # every subcommand's output paths are stems
-        if getattr(args, flag, None):
-            cli.check_output_stem(getattr(args, flag), '--' + flag)
+    args.stem = output_stem(args)
     with LOCKS:
         args.run(args)
 

@@ -52,10 +52,10 @@ def main():
     cli.add_k(parser)
     cli.add_batchsize(parser, 1024, 'test examples per batched query')
     cli.add_limit(parser, help='first N test examples only')
-    parser.add_argument('--out', default='results/bench_dknn_throughput.md', help='Markdown table')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_dknn_throughput')
     args = parser.parse_args()
-    cli.check_new_outputs([args.out], args.overwrite)
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_dknn_throughput', out_was_path=True) + '.md'
+    cli.check_new_outputs([path], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     inputs = [x for x, _ in setup.test[:args.limit]]
     dknns = {backend: dknn_lib.dknn_from_setup(setup, dknn_settings.DkNNSettings(args.k, backend))
@@ -75,7 +75,7 @@ def main():
             bool(np.array_equal(predictions, reference))))
     table = '\n'.join(lines) + '\n'
     print(table)
-    nlp_utils.atomic_write_text(args.out, table)
+    nlp_utils.atomic_write_text(path, table)
 
 
 if __name__ == '__main__':

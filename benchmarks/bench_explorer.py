@@ -46,10 +46,8 @@ def parse_args(argv=None):
                         help='input views of the first N test sentences')
     parser.add_argument('--rows', type=nlp_utils.positive_int, default=10000,
                         help='examples in the dataset view\'s split')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=5,
-                        help='times each measurement is repeated')
-    parser.add_argument('--out', default=os.path.join(cli.RESULTS, 'bench_explorer.md'))
-    cli.add_overwrite(parser)
+    cli.add_repeats(parser, 5)
+    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_explorer')
     return parser.parse_args(argv)
 
 
@@ -72,7 +70,8 @@ def row(measurement, seconds, target=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    cli.check_new_outputs([args.out], args.overwrite)
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_explorer', out_was_path=True) + '.md'
+    cli.check_new_outputs([path], args.overwrite)
     session = explorer.ExplorerSession.open(args.model_setup, explorer.Settings(
         k=args.k, backend=args.backend, gpu=args.gpu, data_dir=args.data_dir))
     client = TestClient(explorer_app.make_app(session))
@@ -106,7 +105,7 @@ def main(argv=None):
                   args.rows))
     columns = ['measurement', 'median', 'min-max', 'target', 'met']
     table = markdown_table(rows, columns)
-    nlp_utils.atomic_write_text(args.out, header + '\n' + table + '\n')
+    nlp_utils.atomic_write_text(path, header + '\n' + table + '\n')
     print(header + '\n' + table)
 
 

@@ -1,7 +1,7 @@
 """The cost of one faithfulness run (run_faithfulness): sentences/s and model rows/s.
 
     python benchmarks/bench_faithfulness.py --model-setup results/stsa.binary_cnn/args.json \
-        [--limit 50 --repeats 3 --no-curves --out results/bench_faithfulness.md]
+        [--limit 50 --repeats 3 --no-curves --out results/benchmarks/bench_faithfulness.md]
 
 One run = every method's importances (interpret_all) + their rankings and baselines
 measured under the softmax, DkNN conformity and DkNN credibility classifiers, each
@@ -34,8 +34,7 @@ def main(argv=None):
     cli.add_model_setup(parser)
     cli.add_split(parser, help='the sentences measured')
     cli.add_limit(parser, 50, 'the first N sentences of the split')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
-                        help='timed runs (median and spread)')
+    cli.add_repeats(parser)
     parser.add_argument('--methods', default=None,
                         help='comma-separated interpretation methods (default: {}, calibrated '
                              'left out without temperature.json)'.format(
@@ -44,10 +43,12 @@ def main(argv=None):
     cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--curves', action=argparse.BooleanOptionalAction,
                         default=True, help='deletion and insertion curves')
-    parser.add_argument('--out', default=None, help='also write the table to this file')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.BENCHMARKS + ' (given --out or --name; else the table is only '
+                    'printed)', 'bench_faithfulness')
     args = parser.parse_args(argv)
-    cli.check_new_outputs([args.out] if args.out else [], args.overwrite)
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_faithfulness', out_was_path=True) + '.md' \
+        if args.out or args.name else None   # else the table is only printed
+    cli.check_new_outputs([path] if path else [], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
@@ -78,8 +79,8 @@ def main(argv=None):
         len(examples) / min(seconds), rows / median, rows / max(seconds), rows / min(seconds),
         rows, loo_rows(run), run.n_rows)
     print(table)
-    if args.out:
-        nlp_utils.atomic_write_text(args.out, table)
+    if path:
+        nlp_utils.atomic_write_text(path, table)
 
 
 if __name__ == '__main__':

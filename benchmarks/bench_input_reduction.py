@@ -35,11 +35,10 @@ def main():
                         help='test sentences for the one-at-a-time comparison')
     cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--beam', type=nlp_utils.positive_int, default=5, help='maximum beam')
-    parser.add_argument('--out', default='results/bench_input_reduction.md',
-                        help='Markdown table')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_input_reduction')
     args = parser.parse_args()
-    cli.check_new_outputs([args.out], args.overwrite)
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_input_reduction', out_was_path=True) + '.md'
+    cli.check_new_outputs([path], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     test = setup.splits.test
     subset = test[:args.baseline_limit]
@@ -66,7 +65,7 @@ def main():
               'split: mean length {:.2f} -> {:.2f} words.\n').format(
         same, len(subset), sum(len(r.original) for r in whole) / len(whole), mean_length)
     print(table)
-    nlp_utils.atomic_write_text(args.out, table)
+    nlp_utils.atomic_write_text(path, table)
 
 
 if __name__ == '__main__':

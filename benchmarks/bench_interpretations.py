@@ -59,12 +59,11 @@ def main():
     cli.add_limit(parser, 200, 'first N test sentences')
     cli.add_k(parser)
     cli.add_backend(parser, help='search backend of (b)')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
-                        help='timings of each side (median and min-max are reported)')
-    parser.add_argument('--out', default='results/bench_interpretations.md', help='Markdown table')
-    cli.add_overwrite(parser)
+    cli.add_repeats(parser)
+    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_interpretations')
     args = parser.parse_args()
-    cli.check_new_outputs([args.out], args.overwrite)
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_interpretations', out_was_path=True) + '.md'
+    cli.check_new_outputs([path], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     if setup.model.pair:
         raise nlp_utils.UserError('this benchmark takes a single-sentence model')
@@ -104,7 +103,7 @@ def main():
         cells([n / t for t in batched_seconds], '{:.2f}'), cells(speedups, '{:.1f}x'),
         max(differences), sum(d > 1e-9 for d in differences), n, args.backend)
     print(table)
-    nlp_utils.atomic_write_text(args.out, table)
+    nlp_utils.atomic_write_text(path, table)
 
 
 if __name__ == '__main__':

@@ -71,28 +71,23 @@ def bench(setup, k, temperature, tau, layer, batchsize, repeats, limit=None):
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser, '+', 'args.json of trained runs (or their folders)')
-    parser.add_argument('--k', type=nlp_utils.positive_int, nargs='+', default=[16, 64],
-                        help='neighbours (one timing each)')
+    cli.add_k(parser, [16, 64], 'neighbours (one timing each)', nargs='+')
     parser.add_argument('--temperature', type=nlp_utils.positive_number, default=10.0,
                         help='T of the kNN softmax')
     parser.add_argument('--tau', type=float, default=0.5, help='backoff threshold')
-    parser.add_argument('--layer', type=int, default=-2, help='activation layer')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
-                        help='inputs per model batch')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=5,
-                        help='timings per measurement (their median counts)')
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
-                        help='time the first N test inputs only (default: all)')
-    parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
-    parser.add_argument('--out', default='results/bench_knn_backoff',
-                        help='table path without .md/.csv')
-    cli.add_overwrite(parser)
+    cli.add_layer(parser)
+    cli.add_batchsize(parser)
+    cli.add_repeats(parser, 5)
+    cli.add_limit(parser, help='time the first N test inputs only (default: all)')
+    cli.add_data_dir(parser, 'data folder (default: as trained)')
+    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_knn_backoff')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    cli.check_new_outputs([args.out + '.md', args.out + '.csv'], args.overwrite)
+    stem = cli.output_stem(args, cli.BENCHMARKS, 'bench_knn_backoff', out_was_path=True)
+    cli.check_new_outputs([stem + '.md', stem + '.csv'], args.overwrite)
     rows = []
     for path in args.model_setup:
         setup = model_setup.load_setup(path, data_dir=args.data_dir)
@@ -106,7 +101,7 @@ def main(argv=None):
               'median (min-max) of {} runs, exact faiss)\n\nThe target: at most 0.1x the '
               'forward pass for the transformer. {} at the end.\n{}\n'.format(
                   args.batchsize, args.repeats, cli.machine_load(), cli.provenance()))
-    write_table(args.out, rows, list(rows[0]), header)
+    write_table(stem, rows, list(rows[0]), header)
     print(markdown_table(rows, list(rows[0])))
 
 

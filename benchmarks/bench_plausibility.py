@@ -1,7 +1,7 @@
 """What plausibility adds to the maps: seconds of the measures beside seconds of the maps.
 
     python benchmarks/bench_plausibility.py --model-setup results/stsa.binary_cnn/args.json \
-        [--limit 200 --repeats 3 --out results/bench_plausibility.md]
+        [--limit 200 --repeats 3 --out results/benchmarks/bench_plausibility.md]
 
 One repeat = every method's maps (saliency.interpret_all, as paper_results.py
 plausibility computes them) and then their measures against the SST test trees
@@ -39,18 +39,18 @@ def spread(values):
 def main(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=200,
-                        help='the first N test sentences')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
-                        help='timed runs (median and spread)')
+    cli.add_limit(parser, 200, 'the first N test sentences')
+    cli.add_repeats(parser)
     parser.add_argument('--trees', default=None,
                         help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
     cli.add_dknn(parser)
     cli.add_batchsize(parser, 256, 'rows per model batch')
-    parser.add_argument('--out', default=None, help='also write the table to this file')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.BENCHMARKS + ' (given --out or --name; else the table is only '
+                    'printed)', 'bench_plausibility')
     args = parser.parse_args(argv)
-    cli.check_new_outputs([args.out] if args.out else [], args.overwrite)
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_plausibility', out_was_path=True) + '.md' \
+        if args.out or args.name else None   # else the table is only printed
+    cli.check_new_outputs([path] if path else [], args.overwrite)
     setup = model_setup.load_setup(args.model_setup)
     trees = sst_trees.read_trees(args.trees or sst_trees.default_trees_path(
         'test', setup.config.data_dir))
@@ -77,8 +77,8 @@ def main(argv=None):
         args.k, args.backend, args.repeats, cli.machine_load(), ' '.join(sys.argv),
         spread(map_seconds), spread(measure_seconds), spread(shares))
     print(table)
-    if args.out:
-        nlp_utils.atomic_write_text(args.out, table)
+    if path:
+        nlp_utils.atomic_write_text(path, table)
 
 
 if __name__ == '__main__':

@@ -125,21 +125,20 @@ def parse_args(argv=None):
                         help='CPUs of the local Ray')
     parser.add_argument('--part-rows', type=nlp_utils.positive_int, default=1000,
                         help='rows per activation part')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
-                        help='timings per measurement (their median counts)')
+    cli.add_repeats(parser)
     parser.add_argument('--scratch', default=None,
                         help='folder for the temporary storage folders (default: the '
                              "system's temporary folder)")
     cli.add_k(parser)
     cli.add_batchsize(parser)
-    parser.add_argument('--out', default='results/bench_ray', help='table path without .md/.csv')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_ray')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    cli.check_new_outputs([args.out + '.md', args.out + '.csv'], args.overwrite)
+    stem = cli.output_stem(args, cli.BENCHMARKS, 'bench_ray', out_was_path=True)
+    cli.check_new_outputs([stem + '.md', stem + '.csv'], args.overwrite)
     nlp_utils.check_output_folder(args.scratch, '--scratch')
     setup = model_setup.load_setup(args.model_setup)
     key = dknn_lib.activation_key(setup)
@@ -157,7 +156,7 @@ def main(argv=None):
               'start: {}.\n{}\n'.format(model_setup.run_description(setup), len(setup.train),
                                         len(setup.test), args.k, args.repeats, load,
                                         cli.provenance()))
-    write_table(args.out, rows, list(rows[0]), header)
+    write_table(stem, rows, list(rows[0]), header)
     print(markdown_table(rows, list(rows[0])))
 
 

@@ -37,7 +37,6 @@ from deepknn import training  # noqa: E402
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
-DEFAULT_OUT = os.path.join(cli.RESULTS, 'bench_transformer.md')
 LOO_SPEEDUP_TARGET = 10.0      # batched leave-one-out at least this much faster
 SEARCH_COST_TARGET = 0.2       # DkNN search at most this fraction of the forward pass
 FLOAT_ERROR = 1e-9             # "identical up to float error" for the importances
@@ -50,8 +49,7 @@ def parse_args(argv=None):
     cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE,
                       'inputs (leave-one-out rows) per model batch and DkNN query')
     cli.add_device(parser)
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
-                        help='times each measurement is repeated')
+    cli.add_repeats(parser)
     cli.add_limit(parser, help='inference and DkNN search on the first N test inputs only')
     parser.add_argument('--sentences', type=nlp_utils.positive_int, default=10,
                         help='leave-one-out on the first N test sentences')
@@ -59,8 +57,7 @@ def parse_args(argv=None):
                         help='training examples per fine-tuning step')
     parser.add_argument('--train-steps', type=nlp_utils.positive_int, default=3,
                         help='timed fine-tuning steps per repeat (after one untimed step)')
-    parser.add_argument('--out', default=DEFAULT_OUT, help='Markdown table')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_transformer')
     return parser.parse_args(argv)
 
 
@@ -239,7 +236,8 @@ def table(args, setup, runs, facts):
 
 def main(argv=None):
     args = parse_args(argv)
-    cli.check_new_outputs([args.out], args.overwrite)
+    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_transformer', out_was_path=True) + '.md'
+    cli.check_new_outputs([path], args.overwrite)
     load = cli.machine_load()
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     if not model_setup.is_transformer(setup.config):
@@ -251,7 +249,7 @@ def main(argv=None):
     facts['load'] = load
     text = table(args, setup, runs, facts)
     print(text)
-    nlp_utils.atomic_write_text(args.out, text)
+    nlp_utils.atomic_write_text(path, text)
 
 
 if __name__ == '__main__':

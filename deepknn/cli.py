@@ -16,7 +16,15 @@ from deepknn.distributed import engine as engine_lib
 
 DEFAULT_K = 75            # DkNN neighbours per layer (the paper's k)
 RAJANI_K = 16             # neighbours of Rajani et al.'s kNN backoff and retrieval
-RESULTS = 'results'       # where result folders and committed tables live
+RESULTS = 'results'       # where the (git-ignored) result folders of trained runs live
+# The committed tables and figures, one folder per study under RESULTS (results/README.md
+# is their index): each command's default --out is the folder of the study it serves.
+WALLACE = os.path.join(RESULTS, 'wallace')            # Wallace et al. 2018: Tables 1-4
+RAJANI = os.path.join(RESULTS, 'rajani')              # Rajani et al. 2020: kNN representations
+FENG = os.path.join(RESULTS, 'feng')                  # Feng et al. 2018: input reduction
+FAITHFULNESS = os.path.join(RESULTS, 'faithfulness')  # faithfulness and plausibility of maps
+BENCHMARKS = os.path.join(RESULTS, 'benchmarks')      # speed measurements (benchmarks/)
+STUDIES = (WALLACE, RAJANI, FENG, FAITHFULNESS, BENCHMARKS)
 
 
 def parser(doc):
@@ -43,8 +51,22 @@ def model_setup_path(text):
     return path
 
 
-def add_k(parser, default=DEFAULT_K, help='DkNN neighbours per layer'):
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=default, help=help)
+def add_k(parser, default=DEFAULT_K, help='DkNN neighbours per layer', nargs=None):
+    parser.add_argument('--k', type=nlp_utils.positive_int, default=default, help=help,
+                        nargs=nargs)
+
+
+def add_dknn_k(parser):
+    """--dknn-k: the DkNN's k where --k is another kNN's (Rajani et al.'s backoff)."""
+    parser.add_argument('--dknn-k', type=nlp_utils.positive_int, default=DEFAULT_K,
+                        help='DkNN neighbours per layer for the credibility switch')
+
+
+def add_layer(parser):
+    """--layer: the activation layer a kNN over representations reads (training's
+    number of recurrent layers is --lstm-layers)."""
+    parser.add_argument('--layer', type=int, default=-2,
+                        help='activation layer (default -2: the last hidden layer)')
 
 
 def add_backend(parser, help='nearest-neighbour search (faiss flat: exact, the fastest here)'):
@@ -161,10 +183,33 @@ def add_device(parser):
     add_data_dir(parser)
 
 
-def add_data_dir(parser):
-    parser.add_argument('--data-dir', default=None,
-                        help='data folder (default: $DKNN_DATA_DIR, else the one used in '
-                             'training, else download)')
+def add_data_dir(parser, help='data folder (default: $DKNN_DATA_DIR, else the one used in '
+                              'training, else download)'):
+    parser.add_argument('--data-dir', default=None, help=help)
+
+
+def add_repeats(parser, default=3, help='timed repeats of each measurement (median and spread '
+                                        'reported)'):
+    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=default, help=help)
+
+
+def add_runs(parser, help='comma-separated result folder names'):
+    """--runs NAME,NAME: runs named by their result folders (a folder of runs a command
+    makes is --runs-dir)."""
+    parser.add_argument('--runs', required=True, help=help)
+
+
+def add_epoch(parser, default, help='training epochs'):
+    """--epoch (-e); --epochs is its hidden alias."""
+    parser.add_argument('--epoch', '-e', type=nlp_utils.positive_int, default=default, help=help)
+    add_hidden_alias(parser, '--epochs', 'epoch', type=nlp_utils.positive_int)
+
+
+def add_hidden_alias(parser, flag, dest, **kwargs):
+    """An old spelling `flag` of the flag whose value lands in `dest`: accepted, not in
+    --help."""
+    parser.add_argument(flag, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                        **kwargs)
 
 
 def add_skip_bad_lines(parser):
@@ -176,9 +221,9 @@ def add_skip_bad_lines(parser):
 def add_table_output(parser, default=None):
     """--out and --overwrite of a command writing tables into results/: committed
     tables there are only replaced when asked."""
-    parser.add_argument('--out', default=default,
-                        help='where tables and figures go (default: {}/, where existing files '
-                             'are only replaced with --overwrite)'.format(RESULTS))
+    add_out(parser, 'where tables and figures go (default: the study folder under {}/, '
+                    'where existing files are only replaced with --overwrite)'.format(RESULTS),
+            default)
     parser.add_argument('--overwrite', action='store_true',
                         help='replace existing tables and figures in {}/'.format(RESULTS))
 
@@ -186,6 +231,65 @@ def add_table_output(parser, default=None):
 def add_overwrite(parser):
     parser.add_argument('--overwrite', action='store_true',
                         help='replace existing tables and figures of the same names')
+
+
+def add_out(parser, help, default=None):
+    """--out DIR alone: the folder a command writes into."""
+    parser.add_argument('--out', metavar='DIR', default=default, help=help)
+
+
+# Suffixes an old output-path spelling may end with; dropped to get its stem.
+OUTPUT_SUFFIXES = ('.md', '.csv', '.html', '.json', '.jsonl', '.png')
+
+
+def add_outputs(parser, default_dir=RESULTS, default_name=None, old_path_flags=()):
+    """--out DIR (a folder), --name STEM (the file stem inside it) and --overwrite; read
+    back with `output_stem`. `default_dir` and `default_name` are shown in --help (a
+    command whose defaults depend on the run describes them in words).
+    `old_path_flags`: the command's former spellings of one output path (e.g. --table
+    PATH), kept as hidden aliases that write exactly where they did."""
+    add_out(parser, 'folder the outputs go into (default: {})'.format(default_dir))
+    parser.add_argument('--name', metavar='STEM', default=None,
+                        help='file stem inside --out: STEM.md, STEM.csv, ... (default: '
+                             '{})'.format(default_name))
+    add_overwrite(parser)
+    parser.set_defaults(old_output_path=None)
+    for flag in old_path_flags:
+        add_hidden_alias(parser, flag, 'old_output_path', action=OldOutputPath)
+
+
+class OldOutputPath(argparse.Action):
+    """Keeps (flag, PATH) of an old output-path spelling, so messages name the flag."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, (option_string, values))
+
+
+def output_stem(args, default_dir, default_name, out_was_path=False):
+    """The path DIR/STEM (no suffix) a command writes its outputs under, from add_outputs'
+    flags: --out DIR and --name STEM, else the defaults. An old spelling gives the path
+    it always gave: a hidden --table/--output PATH, or (`out_was_path`: the command's
+    --out used to be a path) --out PATH without --name where PATH is no folder; a known
+    suffix (.md, .html, ...) is dropped."""
+    flag, old = getattr(args, 'old_output_path', None) or ('--out', None)
+    if old is not None and (args.out is not None or args.name is not None):
+        raise nlp_utils.UserError('{} is the old spelling of --out DIR --name STEM; pass one or '
+                                  'the other'.format(flag))
+    if old is None and out_was_path and args.name is None and args.out is not None \
+            and not os.path.isdir(args.out) and not args.out.endswith(('/', os.sep)):
+        old = args.out
+    if old is not None:
+        nlp_utils.check_output_path(old, flag)
+        stem = old[:-len(old.rsplit('.', 1)[-1]) - 1] if old.endswith(OUTPUT_SUFFIXES) else old
+        check_output_stem(stem, flag)
+        return stem
+    name = args.name if args.name is not None else default_name
+    if not name or os.path.basename(name) != name or name in ('.', '..'):
+        raise nlp_utils.UserError('--name {!r} is not a file stem; give a name without a folder '
+                                  '(the folder goes in --out)'.format(name))
+    out = args.out if args.out is not None else default_dir
+    nlp_utils.check_output_folder(out, '--out')
+    return os.path.join(out, name)
 
 
 def check_new_outputs(paths, overwrite, flag='--out'):
@@ -208,8 +312,8 @@ def check_output_stem(stem, flag='--out'):
 
 
 def check_table_outputs(out, overwrite, paths):
-    """check_new_outputs for a command whose default --out is results/: with an explicit
-    --out the user chose the place."""
+    """check_new_outputs for a command whose default --out is a study folder of committed
+    tables: with an explicit --out the user chose the place."""
     if out is None:
         check_new_outputs(paths, overwrite)
 

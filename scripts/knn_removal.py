@@ -2,7 +2,7 @@
 kNN retrieves most often vs without as many random ones (resumable).
 
     python scripts/knn_removal.py --template results/cad-snli_cnn/args.json --n-calib 0 \
-        --runs results/removal_cad-snli_cnn --table results/knn_removal_cad-snli_cnn
+        --runs-dir results/removal_cad-snli_cnn --out results/rajani --name knn_removal_cad-snli_cnn
 
 For each seed: train the full model (the template's settings with --seed), count how often
 each training example is among the k=16 nearest other training examples (the layer
@@ -46,7 +46,7 @@ def train(out, config):
     """training.ensure_trained (refusing, with this script's way out, a folder that holds
     files this tool did not write), then the run's test accuracy."""
     training.ensure_trained(config, out, 'knn_removal.py',
-                            'pass another --runs or move {} away'.format(out))
+                            'pass another --runs-dir or move {} away'.format(out))
     return nlp_utils.read_json(os.path.join(out, 'train_result.json'),
                                'training result')['test_accuracy']
 
@@ -67,20 +67,20 @@ def run_folder(runs, seed, kind='full', fraction=None):
 
 def run_folders(args):
     """Every run folder of the experiment, in table order."""
-    return [run_folder(args.runs, seed, *variant) for seed in args.seeds
+    return [run_folder(args.runs_dir, seed, *variant) for seed in args.seeds
             for variant in [('full',)] + [(kind, fraction) for fraction in args.fractions
                                           for kind in ('top', 'random')]]
 
 
 def run_seed(args, template, seed):
     """Test accuracies {'full': a, (fraction, 'top'|'random'): a} for one seed."""
-    full = run_folder(args.runs, seed)
+    full = run_folder(args.runs_dir, seed)
     accuracies = {'full': train(full, retrain_config(template, seed, args.n_calib))}
     counts = retrieval_counts(full, args.k, args.layer)
     for fraction in args.fractions:
         for kind, indices in zip(('top', 'random'),
                                  knn_influence.removal_sets(counts, fraction, seed)):
-            name = run_folder(args.runs, seed, kind, fraction)
+            name = run_folder(args.runs_dir, seed, kind, fraction)
             exclude = os.path.abspath(name + '.exclude.json')
             check_same_exclusions(name, exclude, indices)
             if read_exclusions(exclude) != sorted(set(indices.tolist())):
@@ -116,7 +116,7 @@ def check_same_exclusions(run, exclude, indices):
         raise nlp_utils.UserError(
             '{} was trained without {} training examples, not the {} this call removes ({} '
             'in common), so it is not reused and {} stays as it was; was --k, --layer or '
-            '--fractions changed? pass another --runs or move the run away'.format(
+            '--fractions changed? pass another --runs-dir or move the run away'.format(
                 run, 'an unknown set of' if used is None else len(used), len(wanted),
                 len(set(used or ()) & set(wanted)), exclude))
 
@@ -153,8 +153,11 @@ def table_rows(per_seed, fractions):
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     parser.add_argument('--template', required=True, help='args.json whose training flags to reuse')
-    parser.add_argument('--runs', required=True, help='folder for the retrained runs')
-    parser.add_argument('--table', required=True, help='output path without .md/.csv')
+    parser.add_argument('--runs-dir', default=None,
+                        help="folder for the retrained runs (default: results/removal_RUN, RUN "
+                             "the template's result folder)")
+    cli.add_hidden_alias(parser, '--runs', 'runs_dir')
+    cli.add_outputs(parser, cli.RAJANI, 'knn_removal_RUN', old_path_flags=['--table'])
     parser.add_argument('--seeds', type=nlp_utils.non_negative_int, nargs='+', default=[1, 2, 3],
                         help='training seeds; every variant is trained with each')
     parser.add_argument('--fractions', type=nlp_utils.fraction, nargs='+', default=[0.1, 0.3],
@@ -162,21 +165,30 @@ def parse_args(argv=None):
     parser.add_argument('--n-calib', type=nlp_utils.non_negative_int, default=0,
                         help='calibration split of every run')
     cli.add_k(parser, cli.RAJANI_K, 'neighbours retrieved per training example (the paper: 16)')
-    parser.add_argument('--layer', type=int, default=-2,
-                        help='activation layer (-2: the last hidden layer)')
-    cli.add_overwrite(parser)
+    cli.add_layer(parser)
     args = parser.parse_args(argv)
     if any(not 0 < f < 1 for f in args.fractions):
         raise nlp_utils.UserError('--fractions must be in (0, 1), got {}'.format(args.fractions))
     return args
 
 
+def template_run(args):
+    """The name of the template's result folder."""
+    return os.path.basename(os.path.dirname(os.path.abspath(args.template)))
+
+
+def output_stem(args):
+    """DIR/STEM of the table (--out, --name; or the old --table PATH)."""
+    return cli.output_stem(args, cli.RAJANI, 'knn_removal_' + template_run(args))
+
+
 def main(argv=None):
     args = parse_args(argv)
-    cli.check_output_stem(args.table, '--table')
-    cli.check_new_outputs([args.table + '.md'], args.overwrite, '--table')
-    template = model_setup.read_config(args.template)
-    os.makedirs(args.runs, exist_ok=True)
+    template = model_setup.read_config(args.template)   # the input before the outputs
+    stem = output_stem(args)
+    cli.check_new_outputs([stem + '.md'], args.overwrite)
+    args.runs_dir = args.runs_dir or os.path.join(cli.RESULTS, 'removal_' + template_run(args))
+    os.makedirs(args.runs_dir, exist_ok=True)
     per_seed = {seed: run_seed(args, template, seed) for seed in args.seeds}
     rows = table_rows(per_seed, args.fractions)
     header = ('# Removal experiment (Rajani et al. 2020): test accuracy drop (points) after '
@@ -188,7 +200,7 @@ def main(argv=None):
                   args.k, model_setup.models_line(map(model_setup.folder_description,
                                                       run_folders(args))),
                   cli.provenance()))
-    write_table(args.table, rows, list(rows[0]), header)
+    write_table(stem, rows, list(rows[0]), header)
     print(markdown_table(rows, list(rows[0])))
 
 

@@ -1,7 +1,7 @@
 """kNN backoff on adversarial NLI sets (Rajani et al. 2020, Tables 4-6: ANLI and HANS).
 
     python scripts/knn_robustness.py --model-setup results/cad-snli_cnn/args.json \
-        --dataset anli hans-like --data-dir ../shared/data --out results --name knn_robustness
+        --dataset anli hans-like --data-dir ../shared/data --out results/rajani --name knn_robustness
 
 For each trained NLI model and evaluation set: a seeded validation part, balanced across
 ANLI rounds (half of ANLI) or HANS heuristics and subcases (10,000 of HANS's 30,000),
@@ -53,7 +53,7 @@ def parse_args(argv=None):
     cli.add_batchsize(parser)
     cli.add_device(parser)
     cli.add_engine(parser)
-    parser.add_argument('--out', default='results', help='output folder')
+    parser.add_argument('--out', default=cli.RAJANI, help='output folder')
     parser.add_argument('--name', default='knn_robustness', help='file stem of the tables')
     cli.add_overwrite(parser)
     return parser.parse_args(argv)

@@ -282,10 +282,14 @@ def test_cli_writes_markdown_csv_and_png(trained, tmp_path, monkeypatch):
     assert all(r['excludes_zero'] in ('True', 'False') for r in rows
                if r['section'] == 'difference')
     assert len([r for r in rows if r['section'] == 'agreement']) == 6   # 4 methods, 6 pairs
-    # Committed tables (the default --out results/) are only replaced with --overwrite.
+    # Committed tables (the default --out results/faithfulness/) are only replaced with
+    # --overwrite.
     monkeypatch.chdir(results.parent)
-    (results / 'faithfulness_run_dev.csv').write_text('committed')
+    committed = results / 'faithfulness' / 'faithfulness_run_dev.csv'
+    committed.parent.mkdir()
+    committed.write_text('committed')
     with pytest.raises(UserError, match='faithfulness_run_dev.csv exists'):
         paper_results.main(['faithfulness', '--run', 'run', '--split', 'dev'])
-    assert (results / 'faithfulness_run_dev.csv').read_text() == 'committed'
-    os.remove(results / 'faithfulness_run_dev.csv')
+    assert committed.read_text() == 'committed'
+    os.remove(str(committed))
+    os.rmdir(str(committed.parent))

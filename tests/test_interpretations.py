@@ -624,8 +624,10 @@ def test_cli_writes_html_and_png(setup_and_dknn, tmp_path, monkeypatch):
     assert page.count('<section>') == 3 and page.count('<tr>') == 9
     assert 'Nearest training examples' in page and png_path.stat().st_size > 0
     assert 'Normalisation: total' in page
-    interp.main(['--model-setup', 'x', '--limit', '1', '--output', str(html_path),
-                 '--normalization', 'half-scale'])
+    with pytest.raises(UserError, match='maps.html exists; pass --overwrite'):
+        interp.main(['--model-setup', 'x', '--limit', '1', '--output', str(html_path)])
+    interp.main(['--model-setup', 'x', '--limit', '1', '--out', str(tmp_path), '--name', 'maps',
+                 '--normalization', 'half-scale', '--overwrite'])
     assert 'Normalisation: half-scale' in html_path.read_text()
     with pytest.raises(UserError, match='temperature.json'):
         interp.main(['--model-setup', 'x', '--methods', 'calibrated', '--output', str(html_path)])
@@ -648,6 +650,6 @@ def test_cli_writes_page_csv_and_png_together_or_not_at_all(setup_and_dknn, tmp_
     monkeypatch.setattr(plots, 'figure_write', broken_png)
     with pytest.raises(OSError):
         interp.main(['--model-setup', 'x', '--methods', 'confidence', '--limit', '2',
-                     '--output', str(paths[0]), '--png', str(paths[2])])
+                     '--out', str(tmp_path), '--name', 'maps', '--png', '--overwrite'])
     assert [p.read_text() for p in paths] == ['old'] * 3       # nothing half new
     assert sorted(p.name for p in tmp_path.iterdir()) == ['maps.csv', 'maps.html', 'maps.png']

@@ -132,12 +132,18 @@ def test_what_a_killed_run_left_beside_its_outputs_is_removed(run, tmp_path):
     assert not left.exists() and other.exists() and (tmp_path / 'pred.csv').exists()
 
 
-@pytest.mark.parametrize('stem', ['out/', 'out/.', ''])
-def test_an_out_naming_a_folder_is_refused(run, tmp_path, stem):
-    """--out DIR/ used to write the hidden files DIR/.csv and DIR/.md."""
+def test_an_old_style_out_naming_a_folder_is_refused(run, tmp_path):
+    """--out DIR/. (the old path spelling) would write the hidden files DIR/.csv."""
     with pytest.raises(UserError, match='names a folder; give a path without suffix'):
-        predict.main(predict_argv(run, tmp_path, str(tmp_path) + '/' + stem))
+        predict.main(predict_argv(run, tmp_path, str(tmp_path) + '/out/.'))
     assert sorted(os.listdir(str(tmp_path))) == ['new.txt']
+
+
+def test_an_out_folder_gets_the_default_name(run, tmp_path):
+    """--out DIR/ (and --out of an existing folder) is a folder: DIR/predictions.*."""
+    predict.main(predict_argv(run, tmp_path, str(tmp_path / 'out') + '/'))
+    assert sorted(os.listdir(str(tmp_path / 'out'))) == [
+        'predictions.csv', 'predictions.html', 'predictions.md', 'predictions_importances.csv']
 
 
 def drop_calibration_split(monkeypatch):

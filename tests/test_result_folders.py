@@ -318,13 +318,15 @@ def test_report_does_not_overwrite_committed_tables_by_default(finished, tmp_pat
                                                               monkeypatch):
     monkeypatch.chdir(tmp_path)
     copy_run(finished, tmp_path / 'results', 'custom_bow')
-    (tmp_path / 'results' / 'training.md').write_text('committed numbers\n')
+    (tmp_path / 'results' / 'wallace').mkdir()
+    committed = tmp_path / 'results' / 'wallace' / 'training.md'   # its study folder
+    committed.write_text('committed numbers\n')
     before = snapshot(tmp_path / 'results')
     status, err = cli(paper_results.main, ['training'], capsys)
     assert_one_line_error(status, err, 'training.md', '--overwrite')
     assert snapshot(tmp_path / 'results') == before
     status, _ = cli(paper_results.main, ['--overwrite', 'training'], capsys)
-    assert status == 0 and 'custom' in (tmp_path / 'results' / 'training.md').read_text()
+    assert status == 0 and 'custom' in committed.read_text()
 
 
 def test_dknn_caching_waits_for_no_one_and_names_the_training_holder(finished, tmp_path,

@@ -558,7 +558,7 @@ def paper_snli_artifacts_without_the_snli_run(c):
 @case('paper', 'exists; pass --overwrite')
 def paper_overwriting_committed_tables(c):
     os.chdir(str(c.tmp))
-    c.write('results/training.md', 'committed\n')
+    c.write('results/wallace/training.md', 'committed\n')
     copy_run(c.run, c.tmp / 'results', 'binary')
     return ['training']
 

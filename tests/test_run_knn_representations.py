@@ -76,14 +76,21 @@ def test_tuned_backoff_is_at_least_as_good_as_the_model_on_dev(runs):
 
 @pytest.mark.parametrize('flags, message', [
     (['--tau', '1.5'], '--tau'), (['--tau', '-0.5'], '--tau'), (['--temperature', '0'], '--temperature'),
-    (['--k', '0'], '--k'), (['--k', '100000'], '--k'), (['--layer', '7'], '--layer')])
+    (['--k', '100000'], '--k'), (['--layer', '7'], '--layer')])
 def test_bad_backoff_flags_are_one_line_errors(runs, flags, message):
     folder, plain, _ = runs
     with pytest.raises(UserError) as error:
         cli.main(['backoff', '--model-setup', plain, '--table', str(folder / 'bad')] + flags)
     shown = error.value.for_command_line()   # what the command line prints
     assert shown.startswith(message) and '\n' not in shown
-    assert ('smaller' in shown) == (flags == ['--k', '100000'])   # not for --k 0
+    assert ('smaller' in shown) == (flags == ['--k', '100000'])
+
+
+def test_backoff_k_below_one_is_refused_when_the_flags_are_read(runs, capsys):
+    folder, plain, _ = runs
+    with pytest.raises(SystemExit):
+        cli.main(['backoff', '--model-setup', plain, '--table', str(folder / 'bad'), '--k', '0'])
+    assert 'argument --k: must be an integer >= 1' in capsys.readouterr().err
 
 
 def test_an_empty_dev_split_is_refused(runs):
