@@ -46,7 +46,7 @@ def parse_args(argv=None):
                         default=saliency_scores.DEFAULT_NORMALIZATION,
                         help="how maps are scaled: 'total' (the paper's wording), "
                              "'per-sign' or 'half-scale' (the authors' code)")
-    parser.add_argument('--neighbors', type=nlp_utils.non_negative_int, default=0,
+    parser.add_argument('--neighbors', type=cli.non_negative_int, default=0,
                         help='show the N nearest training examples (final DkNN layer)')
     cli.add_dknn(parser)
     cli.add_engine(parser)
@@ -59,8 +59,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    nlp_utils.check_output_path(args.output, '--output')
-    nlp_utils.check_output_path(args.png, '--png')
+    cli.check_output_path(args.output, '--output')
+    cli.check_output_path(args.png, '--png')
     methods = saliency.parse_methods(args.methods, '--methods')
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     engine = cli.engine(args, setup.result_dir)   # Ray flags checked before any work
@@ -92,4 +92,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -372,7 +372,7 @@ def check_overwrite(args):
 
 
 def main(argv=None):
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = cli.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
     cli.add_table_output(parser)
     commands = parser.add_subparsers(dest='command', required=True)
@@ -409,7 +409,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
-    nlp_utils.check_output_folder(args.out, '--out')
+    cli.check_output_folder(args.out, '--out')
     check_overwrite(args)
     args.out = args.out or cli.RESULTS
     args.produced_by = cli.provenance()
@@ -422,4 +422,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

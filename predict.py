@@ -155,4 +155,4 @@ def predict(args, setup, engine, maps, read):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -187,4 +187,4 @@ def reduce_and_write(args, setup, importances, examples, engine):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

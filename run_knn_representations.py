@@ -281,7 +281,7 @@ def parse_args(argv=None):
     commands = parser.add_subparsers(dest='command', required=True)
     sub = commands.add_parser('backoff', parents=[common], help='kNN backoff, Tables 4 and 5')
     cli.add_model_setup(sub, '+', 'args.json of trained runs (or their folders)')
-    sub.add_argument('--dknn-k', type=nlp_utils.positive_int, default=cli.DEFAULT_K,
+    sub.add_argument('--dknn-k', type=cli.positive_int, default=cli.DEFAULT_K,
                      help='DkNN neighbours per layer for the credibility switch')
     sub.add_argument('--k', type=int, default=None, help='fixed k (default: tuned on dev)')
     sub.add_argument('--temperature', type=float, default=None, help='fixed T (default: tuned)')
@@ -305,7 +305,7 @@ def parse_args(argv=None):
     sub.add_argument('--split', choices=('train', 'dev', 'test'), default='test',
                      help='the examples whose neighbours are retrieved')
     cli.add_k(sub, cli.RAJANI_K, 'neighbours')
-    sub.add_argument('--top', type=nlp_utils.positive_int, default=20,
+    sub.add_argument('--top', type=cli.positive_int, default=20,
                      help='how many training examples to list')
     sub.add_argument('--out', default=None, help='output path without .md/.csv')
     cli.add_overwrite(sub)
@@ -320,9 +320,9 @@ def parse_args(argv=None):
                         'augmented split; examples come from the first one\'s split')
     sub.add_argument('--split', choices=('dev', 'test'), default='dev',
                      help='the first run\'s split to evaluate both models on')
-    sub.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+    sub.add_argument('--limit', type=cli.positive_int, default=None,
                      help='only the first N examples of the split')
-    sub.add_argument('--show', type=nlp_utils.positive_int, default=10,
+    sub.add_argument('--show', type=cli.positive_int, default=10,
                      help='examples shown per direction on the HTML page')
     cli.add_k(sub, 4, 'neighbours shown (the paper\'s Tables 1-2 show 4)')
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
@@ -331,9 +331,9 @@ def parse_args(argv=None):
     sub.set_defaults(run=contrast)
     sub = commands.add_parser('candidates', parents=[common], help=candidates.__doc__)
     cli.add_model_setup(sub)
-    sub.add_argument('--sample', type=nlp_utils.positive_int, default=20,
+    sub.add_argument('--sample', type=cli.positive_int, default=20,
                      help='how many candidates to list')
-    sub.add_argument('--seed', type=nlp_utils.seed, default=0, help='seed of the sample')
+    sub.add_argument('--seed', type=cli.seed, default=0, help='seed of the sample')
     sub.add_argument('--out', required=True, help='output path without .md/.csv')
     cli.add_overwrite(sub)
     sub.set_defaults(run=candidates)
@@ -380,4 +380,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -34,7 +34,7 @@ def main(argv=None):
     cli.add_model_setup(parser)
     cli.add_split(parser, help='the sentences measured')
     cli.add_limit(parser, 50, 'the first N sentences of the split')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
+    parser.add_argument('--repeats', type=cli.positive_int, default=3,
                         help='timed runs (median and spread)')
     parser.add_argument('--methods', default=None,
                         help='comma-separated interpretation methods (default: {}, calibrated '
@@ -83,4 +83,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -58,7 +58,7 @@ def main():
     cli.add_limit(parser, 200, 'first N test sentences')
     cli.add_k(parser)
     cli.add_backend(parser, help='search backend of (b)')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
+    parser.add_argument('--repeats', type=cli.positive_int, default=3,
                         help='timings of each side (median and min-max are reported)')
     parser.add_argument('--out', default='results/bench_interpretations.md', help='Markdown table')
     cli.add_overwrite(parser)
@@ -106,4 +106,4 @@ def main():
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from deepknn.rajani import knn_representations as knn  # noqa: E402
 from deepknn import cli  # noqa: E402
 from deepknn import model_setup  # noqa: E402
-import nlp_utils  # noqa: E402
 from deepknn import calibration  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 
@@ -71,17 +70,17 @@ def bench(setup, k, temperature, tau, layer, batchsize, repeats, limit=None):
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser, '+', 'args.json of trained runs (or their folders)')
-    parser.add_argument('--k', type=nlp_utils.positive_int, nargs='+', default=[16, 64],
+    parser.add_argument('--k', type=cli.positive_int, nargs='+', default=[16, 64],
                         help='neighbours (one timing each)')
-    parser.add_argument('--temperature', type=nlp_utils.positive_number, default=10.0,
+    parser.add_argument('--temperature', type=cli.positive_number, default=10.0,
                         help='T of the kNN softmax')
     parser.add_argument('--tau', type=float, default=0.5, help='backoff threshold')
     parser.add_argument('--layer', type=int, default=-2, help='activation layer')
-    parser.add_argument('--batchsize', type=nlp_utils.positive_int, default=64,
+    parser.add_argument('--batchsize', type=cli.positive_int, default=64,
                         help='inputs per model batch')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=5,
+    parser.add_argument('--repeats', type=cli.positive_int, default=5,
                         help='timings per measurement (their median counts)')
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+    parser.add_argument('--limit', type=cli.positive_int, default=None,
                         help='time the first N test inputs only (default: all)')
     parser.add_argument('--data-dir', default=None, help='data folder (default: as trained)')
     parser.add_argument('--out', default='results/bench_knn_backoff',
@@ -111,4 +110,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

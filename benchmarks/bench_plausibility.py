@@ -39,9 +39,9 @@ def spread(values):
 def main(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=200,
+    parser.add_argument('--limit', type=cli.positive_int, default=200,
                         help='the first N test sentences')
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
+    parser.add_argument('--repeats', type=cli.positive_int, default=3,
                         help='timed runs (median and spread)')
     parser.add_argument('--trees', default=None,
                         help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
@@ -82,4 +82,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -51,14 +51,14 @@ def parse_args(argv=None):
     cli.add_batchsize(parser, leave_one_out.DEFAULT_BATCHSIZE,
                       'inputs (leave-one-out rows) per model batch and DkNN query')
     cli.add_device(parser)
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=3,
+    parser.add_argument('--repeats', type=cli.positive_int, default=3,
                         help='times each measurement is repeated')
     cli.add_limit(parser, help='inference and DkNN search on the first N test inputs only')
-    parser.add_argument('--sentences', type=nlp_utils.positive_int, default=10,
+    parser.add_argument('--sentences', type=cli.positive_int, default=10,
                         help='leave-one-out on the first N test sentences')
-    parser.add_argument('--train-batchsize', type=nlp_utils.positive_int, default=32,
+    parser.add_argument('--train-batchsize', type=cli.positive_int, default=32,
                         help='training examples per fine-tuning step')
-    parser.add_argument('--train-steps', type=nlp_utils.positive_int, default=3,
+    parser.add_argument('--train-steps', type=cli.positive_int, default=3,
                         help='timed fine-tuning steps per repeat (after one untimed step)')
     parser.add_argument('--out', default=DEFAULT_OUT, help='Markdown table')
     cli.add_overwrite(parser)
@@ -257,4 +257,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -1,11 +1,14 @@
-"""The command lines' shared pieces: each shared flag defined once, the provenance line.
+"""The command lines' plumbing: parser, argument types, run_cli, output checks, shared flags.
 
 Imported by the root scripts, `scripts/` and `benchmarks/` only; the library never reads
-flags or sys.argv. A CLI builds its parser with `parser()` and adds the shared flags
-with the `add_*` functions below, so a flag's name, type, default and help are the same
-in every command.
+flags or sys.argv. A CLI builds its parser with `parser()` (an `ArgumentParser` whose
+errors are one line), adds the shared flags with the `add_*` functions below, so a flag's
+name, type, default and help are the same in every command, and runs its `main` through
+`run_cli`, which prints a user error as one line.
 """
 import argparse
+import errno
+import math
 import os
 import sys
 
@@ -18,9 +21,120 @@ RAJANI_K = 16             # neighbours of Rajani et al.'s kNN backoff and retrie
 RESULTS = 'results'       # where result folders and committed tables live
 
 
+def run_cli(main):
+    """Run `main()`, turning a UserError, or an OSError of the machine (a read-only
+    folder, a full disk, a path that is a folder), into one line on stderr and exit
+    status 2, and Ctrl-C (KeyboardInterrupt) into one line 'interrupted' (with what to do
+    next, where the interrupted code gave it as the exception's argument) and exit
+    status 130, as shells report SIGINT. The line starts on a line of its own, never
+    glued to a progress bar."""
+    import tqdm
+    try:
+        main()
+    except (nlp_utils.UserError, OSError, KeyboardInterrupt) as error:
+        for bar in list(getattr(tqdm.tqdm, '_instances', [])):
+            bar.close()
+        if isinstance(error, KeyboardInterrupt):
+            line, status = 'interrupted' + ''.join(': ' + str(a) for a in error.args[:1]), 130
+        else:
+            user_error = isinstance(error, nlp_utils.UserError)
+            line, status = 'error: ' + (error.for_command_line() if user_error
+                                        else _os_error_message(error)), 2
+        sys.stderr.write(('\n' if sys.stderr.isatty() else '') + line + '\n')
+        sys.exit(status)
+
+
+def _os_error_message(error):
+    """One line for an OSError, naming the path and what to do."""
+    path = error.filename2 or error.filename or 'a file'   # os.replace: the target
+    hints = {errno.EACCES: 'choose a folder you can write, or fix its permissions',
+             errno.EROFS: 'the file system is read-only; choose another folder',
+             errno.ENOSPC: 'the disk is full; free space or choose another folder',
+             errno.EISDIR: 'it is a folder; pass a file path',
+             errno.ENOTDIR: 'a part of the path is a file, not a folder; pass another path',
+             errno.ENOENT: 'it does not exist; check the path'}
+    return 'cannot use {} ({}); {}'.format(
+        path, error.strerror or error, hints.get(error.errno, 'check the path and the disk'))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse for every CLI here: --help shows each flag's default, and a bad flag is
+    one line on stderr (exit status 2) naming the flag, like every other user error."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault('formatter_class', argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(**kwargs)
+
+    def error(self, message):
+        sys.stderr.write('error: {} (see {} --help)\n'.format(message, self.prog))
+        sys.exit(2)
+
+
+def positive_int(text):
+    """argparse type: an integer >= 1, with a one-line usage error otherwise."""
+    return _bounded(text, int, 1, None, 'an integer >= 1')
+
+
+def non_negative_int(text):
+    """argparse type: an integer >= 0 (a seed, a count that may be zero)."""
+    return _bounded(text, int, 0, None, 'an integer >= 0')
+
+
+def seed(text):
+    """argparse type: a random seed, an integer in [0, 2**32 - 1] (numpy's range)."""
+    return _bounded(text, int, 0, 2 ** 32 - 1, 'an integer from 0 to 2**32 - 1')
+
+
+def positive_number(text):
+    """argparse type: a finite number > 0 (a time budget, a temperature)."""
+    value = _bounded(text, float, 0.0, None, 'a number > 0')
+    if value == 0:
+        raise argparse.ArgumentTypeError('must be a number > 0, got {!r}'.format(text))
+    return value
+
+
+def fraction(text):
+    """argparse type: a number in [0, 1) (dropout, a held-out fraction)."""
+    value = _bounded(text, float, 0.0, None, 'a number in [0, 1)')
+    if value >= 1:
+        raise argparse.ArgumentTypeError('must be a number in [0, 1), got {!r}'.format(text))
+    return value
+
+
+def _bounded(text, kind, minimum, maximum, what):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
+    if not math.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
+        raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
+    return value
+
+
+def check_output_path(path, flag):
+    """UserError, before any work, when output file `path` (from `flag`) is a folder or
+    lies below a file."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise nlp_utils.UserError('{} {} is a folder; pass a file path'.format(flag, path))
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise nlp_utils.UserError('{} {}: {} is a file, not a folder; pass another path'.format(
+            flag, path, parent))
+
+
+def check_output_folder(path, flag):
+    """UserError, before any work, when output folder `path` (from `flag`) is a file."""
+    if path is not None and os.path.exists(path) and not os.path.isdir(path):
+        raise nlp_utils.UserError('{} {} is a file; pass a folder'.format(flag, path))
+
+
 def parser(doc):
     """An ArgumentParser described by the first line of a module docstring."""
-    return nlp_utils.ArgumentParser(description=doc.split('\n')[0])
+    return ArgumentParser(description=doc.split('\n')[0])
 
 
 def add_model_setup(parser, nargs=None, help='args.json of a trained run (or its folder)',
@@ -43,7 +157,7 @@ def model_setup_path(text):
 
 
 def add_k(parser, default=DEFAULT_K, help='DkNN neighbours per layer'):
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=default, help=help)
+    parser.add_argument('--k', type=positive_int, default=default, help=help)
 
 
 def add_backend(parser, help='nearest-neighbour search (faiss flat: exact, the fastest here)'):
@@ -65,11 +179,11 @@ def add_split(parser, default='test', help='the split to read'):
 
 
 def add_limit(parser, default=None, help='only the first N examples (default: all)'):
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=default, help=help)
+    parser.add_argument('--limit', type=positive_int, default=default, help=help)
 
 
 def add_seed(parser, default=0, help='random seed'):
-    parser.add_argument('--seed', type=nlp_utils.seed, default=default, help=help)
+    parser.add_argument('--seed', type=seed, default=default, help=help)
 
 
 def add_engine(parser):
@@ -82,9 +196,9 @@ def add_engine(parser):
     group.add_argument('--ray-address', default=None,
                        help="with --engine ray: join a running cluster ('auto' or HOST:PORT; "
                             'default: start a local Ray on this machine)')
-    group.add_argument('--shards', type=nlp_utils.positive_int, default=None,
+    group.add_argument('--shards', type=positive_int, default=None,
                        help='with --engine ray: index shards per layer (default 2)')
-    group.add_argument('--workers', type=nlp_utils.positive_int, default=None,
+    group.add_argument('--workers', type=positive_int, default=None,
                        help='with --engine ray: extraction actors, each loading the model '
                             'once (default 2)')
     group.add_argument('--storage', default=None,
@@ -122,7 +236,7 @@ def engine(args, result_dir):
 
 
 def add_batchsize(parser, default=64, help='inputs per model batch'):
-    parser.add_argument('--batchsize', '-b', type=nlp_utils.positive_int, default=default,
+    parser.add_argument('--batchsize', '-b', type=positive_int, default=default,
                         help=help)
 
 

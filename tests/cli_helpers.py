@@ -6,8 +6,8 @@ import shutil
 import numpy as np
 
 from deepknn import dknn
+from deepknn.cli import run_cli
 from deepknn import model_setup
-import nlp_utils
 import train_text_classifier
 
 
@@ -55,7 +55,7 @@ def cli(main, argv, capsys):
     """Run `main(argv)` the way the scripts do: (exit status, stderr lines)."""
     capsys.readouterr()
     try:
-        nlp_utils.run_cli(lambda: main(argv))
+        run_cli(lambda: main(argv))
         status = 0
     except SystemExit as stop:
         status = stop.code
