@@ -27,21 +27,14 @@ def ptb_text(token):
 class UserError(Exception):
     """A problem with the user's input; the CLIs print its one-line message and exit 2.
 
-    Library code names the parameter it checked (`parameter='tau'`, and the message
-    starts with that name); run_cli names the flag instead (`--tau`), since every
-    command line calls its flag like the library parameter."""
+    Library code names the parameters it means, never a command's flags: in backticks
+    ("choose a smaller `k`"), or as the `parameter` it checked, with the message starting
+    with that name (`parameter='tau'`: "tau must be in [0, 1]"). A command line shows the
+    flags instead (deepknn.cli.command_line_message: --k, --tau)."""
 
     def __init__(self, message, parameter=None):
         super().__init__(message)
         self.parameter = parameter
-
-    def for_command_line(self):
-        """The message with its parameter named as the flag (k -> --k, n_calib -> --n-calib)."""
-        message = str(self)
-        if self.parameter and message.startswith(self.parameter):
-            flag = '--' + self.parameter.replace('_', '-')
-            message = flag + message[len(self.parameter):]
-        return message
 
 
 # ---------------------------------------------------------------- atomic output

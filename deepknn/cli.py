@@ -10,6 +10,7 @@ import argparse
 import errno
 import math
 import os
+import re
 import sys
 
 import nlp_utils
@@ -20,6 +21,45 @@ DEFAULT_K = 75            # DkNN neighbours per layer (the paper's k)
 RAJANI_K = 16             # neighbours of Rajani et al.'s kNN backoff and retrieval
 RESULTS = 'results'       # where result folders and committed tables live
 
+# The flag that sets each library parameter. Library messages name parameters, never
+# flags ("choose a smaller `k`"), so that a Python caller reads the name it passed;
+# run_cli shows a command-line user the flag instead (command_line_message).
+PARAMETER_FLAGS = {
+    'activations': '--activations', 'backend': '--backend', 'batchsize': '--batchsize',
+    'beam': '--beam', 'data_dir': '--data-dir', 'dataset': '--dataset',
+    'dev_fraction': '--dev-fraction', 'dtype': '--activation-dtype', 'engine': '--engine',
+    'exclude_train': '--exclude-train', 'export': '--export', 'force': '--force',
+    'gpu': '--gpu', 'importance': '--importance', 'k': '--k', 'kind': '--faiss-kind',
+    'label_noise': '--label-noise', 'lambda': '--lambda',
+    'last_layer_only': '--last-layer-only', 'layer': '--layer', 'limit': '--limit',
+    'lr': '--lr', 'methods': '--methods', 'model_setup': '--model-setup',
+    'n_calib': '--n-calib', 'n_validation': '--n-validation',
+    'neighbor_labels': '--neighbor-labels', 'nprobe': '--nprobe', 'out': '--out',
+    'overwrite': '--overwrite', 'pq_m': '--pq-m', 'ray_address': '--ray-address',
+    'resume': '--resume', 'run': '--run', 'seed': '--seed', 'shards': '--shards',
+    'skip_bad_lines': '--skip-bad-lines', 'split': '--split', 'storage': '--storage',
+    'tau': '--tau', 'temperature': '--temperature', 'thresholds': '--thresholds',
+    'word_vectors': '--word_vectors', 'workers': '--workers'}
+
+
+def command_line_text(text):
+    """`text` with each parameter named in backticks written as the flag that sets it
+    (PARAMETER_FLAGS): 'choose a smaller `k`' -> 'choose a smaller --k'. A name without a
+    flag stays as written, backticks included."""
+    return re.sub(r'`(\w+)`', lambda name: PARAMETER_FLAGS.get(name.group(1), name.group(0)),
+                  text)
+
+
+def command_line_message(error):
+    """What run_cli prints for UserError `error`: command_line_text of its message, and
+    its `parameter` as the flag where the message starts with that word ('k must be >= 1'
+    -> '--k must be >= 1', but 'kind ...' stays)."""
+    message = str(error)
+    leading = error.parameter
+    if leading in PARAMETER_FLAGS and re.match(re.escape(leading) + r'\b', message):
+        message = PARAMETER_FLAGS[leading] + message[len(leading):]
+    return command_line_text(message)
+
 
 def run_cli(main):
     """Run `main()`, turning a UserError, or an OSError of the machine (a read-only
@@ -27,7 +67,9 @@ def run_cli(main):
     status 2, and Ctrl-C (KeyboardInterrupt) into one line 'interrupted' (with what to do
     next, where the interrupted code gave it as the exception's argument) and exit
     status 130, as shells report SIGINT. The line starts on a line of its own, never
-    glued to a progress bar."""
+    glued to a progress bar, and names flags where the library named parameters
+    (command_line_message); what the library added to the error as notes (what to do
+    next) follows on the same line."""
     import tqdm
     try:
         main()
@@ -35,11 +77,13 @@ def run_cli(main):
         for bar in list(getattr(tqdm.tqdm, '_instances', [])):
             bar.close()
         if isinstance(error, KeyboardInterrupt):
-            line, status = 'interrupted' + ''.join(': ' + str(a) for a in error.args[:1]), 130
+            advice = [command_line_text(str(a)) for a in error.args[:1]]
+            line, status = ': '.join(['interrupted'] + advice), 130
         else:
-            user_error = isinstance(error, nlp_utils.UserError)
-            line, status = 'error: ' + (error.for_command_line() if user_error
-                                        else _os_error_message(error)), 2
+            message = (command_line_message(error) if isinstance(error, nlp_utils.UserError)
+                       else _os_error_message(error))
+            notes = [command_line_text(note) for note in getattr(error, '__notes__', ())]
+            line, status = 'error: ' + '; '.join([message] + notes), 2
         sys.stderr.write(('\n' if sys.stderr.isatty() else '') + line + '\n')
         sys.exit(status)
 

@@ -15,7 +15,6 @@ import json
 import os
 import random
 import shutil
-import sys
 
 import chainer
 import chainer.links as L
@@ -248,16 +247,16 @@ def report(config, out, model, dev, test):
 def check_new_out(out, force):
     """A new run may go into an absent or empty `out`; with `force` also replace a result
     folder of this tool (result_folder.check_new_out). An existing run is refused with
-    what to do instead: --force, or --resume for an unfinished one."""
+    what to do instead: `force`, or `resume` for an unfinished one."""
     if not force and os.path.isdir(out) and not os.path.islink(out) and os.listdir(out):
         if os.path.exists(os.path.join(out, 'train_result.json')):
-            raise UserError('{} already holds a trained model; pass --force to replace it (the '
-                            'old one stays until the new run has finished) or another --out'
+            raise UserError('{} already holds a trained model; pass `force` to replace it (the '
+                            'old one stays until the new run has finished) or another `out`'
                             .format(out))
         if os.path.exists(os.path.join(out, SNAPSHOT)):
-            raise UserError('{} holds an unfinished run; pass --resume to continue it or '
-                            '--force to start over'.format(out))
-        raise UserError('{} is not empty; pass another --out (or --force if it is a result '
+            raise UserError('{} holds an unfinished run; pass `resume` to continue it or '
+                            '`force` to start over'.format(out))
+        raise UserError('{} is not empty; pass another `out` (or `force` if it is a result '
                         'folder of this tool)'.format(out))
     result_folder.check_new_out(out, force)
 
@@ -281,12 +280,12 @@ def start(config, out, gpu=-1, force=False):
             raise
         if isinstance(error, KeyboardInterrupt):   # run_cli: one line 'interrupted: ADVICE'
             raise KeyboardInterrupt(resume_advice(out)) from None
-        print(resume_advice(out), file=sys.stderr)
+        error.add_note(resume_advice(out))   # run_cli: 'error: MESSAGE; ADVICE'
         raise
 
 
 def resume_advice(out):
-    return ('training stopped; rerun with --resume --out {} to continue from the last '
+    return ('training stopped; rerun with `resume` and `out` {} to continue from the last '
             'finished epoch'.format(out))
 
 
@@ -309,7 +308,7 @@ def resume(out, epoch=None, gpu=-1):
     change (and is recorded in args.json)."""
     if not os.path.exists(os.path.join(out, 'args.json')):
         raise UserError('nothing to resume: {} holds no run (no args.json); train without '
-                        '--resume first'.format(out))
+                        '`resume` first'.format(out))
     config = model_setup.read_config(os.path.join(out, 'args.json'))
     if not os.path.exists(os.path.join(out, SNAPSHOT)):
         raise UserError('nothing to resume in {}: {} is missing'.format(out, SNAPSHOT))

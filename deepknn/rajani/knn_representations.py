@@ -176,7 +176,7 @@ def tune_backoff(model_proba, neighbors, labels, signal, n_class, ks, temperatur
     labels = np.asarray(labels)
     if len(labels) == 0:
         raise UserError('the dev split has no examples; tuning k, T and tau needs a dev '
-                        'split (re-train with a dataset that has one or --dev-fraction > 0)')
+                        'split (re-train with a dataset that has one or `dev_fraction` > 0)')
     thresholds = np.asarray(thresholds, dtype=np.float64)
     model_correct = predicted(model_proba, collapse) == labels
     keep = np.asarray(signal)[:, None] > thresholds[None, :]             # (M, n_thresholds)
@@ -289,7 +289,7 @@ def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_k, batch
     else:
         if len(dev[2]) < 2:
             raise UserError('{}: a dev split of {} example(s) cannot be halved to calibrate '
-                            'the DkNN; re-train with a larger dev split or --n-calib > 0'
+                            'the DkNN; re-train with a larger dev split or `n_calib` > 0'
                             .format(setup.result_dir, len(dev[2])))
         calib_rows, tune_rows = dev_halves(len(dev[2]))
         calib_activations, _, calib_labels = rows_of(dev, calib_rows)
@@ -319,7 +319,7 @@ def backoff_experiment(setup, layer=-2, batchsize=64, dknn_k=75, k=None, tempera
             'temperatures': None if temperature is None else [temperature]}
     if not setup.splits.dev:
         raise UserError('{}: the dev split has no examples; tuning k, T and tau needs one '
-                        '(re-train with --dev-fraction > 0)'.format(setup.result_dir))
+                        '(re-train with `dev_fraction` > 0)'.format(setup.result_dir))
     if k is not None:   # before the activations are cached
         check_k(k, len(setup.splits.train))
     classifier = classifier_from_setup(setup, layer, batchsize)
