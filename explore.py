@@ -105,7 +105,7 @@ def main(argv=None):
     if args.export:
         data = export.export_data(session, args.split, args.limit, cli.provenance())
         print('wrote {} (open it in a browser; no server needed)'.format(
-            export.write_export(args.export, data)))
+            export.write_export(args.export, data, cli.command_name(__file__))))
         return
     session.table(args.split)   # the dataset view's first page, ready before the address
     serve(session, args)

@@ -79,7 +79,8 @@ def finetune_into(out, args, setup):
                 'finetune_epochs': args.epochs, 'finetune_seed': seed,
                 'reduction_importance': args.importance, 'reduction_beam': args.beam,
                 'reduction_limit': args.reduce_limit, 'n_reduced_inputs': len(reduced)}
-    print('wrote', er.write_finetuned_folder(out, setup, setup.model, settings, history))
+    print('wrote', er.write_finetuned_folder(out, setup, setup.model, settings, history,
+                                             cli.command_name(__file__)))
 
 
 if __name__ == '__main__':

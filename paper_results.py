@@ -79,12 +79,15 @@ def table1(args):
     print(markdown_table(summary, columns))
 
 
+TRAINING_SCRIPT = 'scripts/train_and_dknn.sh'   # the training table's rerun commands call it
+
+
 def training(args):
-    rows, carried = training_table.training_rows(args.results,
-                                                 os.path.join(args.out, 'training.csv'))
+    rows, carried = training_table.training_rows(
+        args.results, os.path.join(args.out, 'training.csv'), TRAINING_SCRIPT)
     if not rows:
         raise UserError('no result folder under {} has a train_result.json; train with '
-                        'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
+                        '{} DATASET MODEL first'.format(args.results, TRAINING_SCRIPT))
     header = ('# Training runs on this 2-core CPU (accuracy in %)\n\nCNN and BiLSTM on GloVe 6B '
               '50d; MiniLM fine-tuned from all-MiniLM-L6-v2. '
               'Runs shared the 2 cores with other jobs part of the time, so seconds per '

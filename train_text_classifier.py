@@ -134,7 +134,8 @@ def main(argv=None):
     if args.resume:
         training.continue_training(out, args.epoch, args.gpu)
     else:
-        training.train(make_config(args), out, args.gpu, args.force)
+        training.train(make_config(args), out, args.gpu, args.force,
+                       created_by=cli.command_name(__file__))
 
 
 if __name__ == '__main__':

@@ -20,6 +20,7 @@ from deepknn.distributed import engine as engine_lib
 DEFAULT_K = 75            # DkNN neighbours per layer (the paper's k)
 RAJANI_K = 16             # neighbours of Rajani et al.'s kNN backoff and retrieval
 RESULTS = 'results'       # where result folders and committed tables live
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The flag that sets each library parameter. Library messages name parameters, never
 # flags ("choose a smaller `k`"), so that a Python caller reads the name it passed;
@@ -40,14 +41,29 @@ PARAMETER_FLAGS = {
     'skip_bad_lines': '--skip-bad-lines', 'split': '--split', 'storage': '--storage',
     'tau': '--tau', 'temperature': '--temperature', 'thresholds': '--thresholds',
     'word_vectors': '--word_vectors', 'workers': '--workers'}
+# The commands a library message may ask for, named in backticks like a parameter (the
+# library never names a script): "run `scaling` `model_setup` RUN/args.json first" reads
+# "run python scaling.py --model-setup RUN/args.json first" on the command line.
+STEP_COMMANDS = {'paper_results': 'python paper_results.py', 'scaling': 'python scaling.py'}
+
+
+def command_name(path):
+    """How a user names the command whose `__file__` is `path` ('run_dknn.py',
+    'scripts/knn_removal.py': its path below the checkout), for the markers and lock
+    files the library writes on its behalf."""
+    relative = os.path.relpath(os.path.abspath(path), CHECKOUT)
+    return os.path.basename(path) if relative.startswith(os.pardir) else relative
 
 
 def command_line_text(text):
     """`text` with each parameter named in backticks written as the flag that sets it
-    (PARAMETER_FLAGS): 'choose a smaller `k`' -> 'choose a smaller --k'. A name without a
-    flag stays as written, backticks included."""
-    return re.sub(r'`(\w+)`', lambda name: PARAMETER_FLAGS.get(name.group(1), name.group(0)),
-                  text)
+    (PARAMETER_FLAGS: 'choose a smaller `k`' -> 'choose a smaller --k'), and each command
+    as the way to run it (STEP_COMMANDS: `scaling` -> python scaling.py). Another name
+    stays as written, backticks included."""
+    def shown(name):
+        word = name.group(1)
+        return PARAMETER_FLAGS.get(word) or STEP_COMMANDS.get(word) or name.group(0)
+    return re.sub(r'`(\w+)`', shown, text)
 
 
 def command_line_message(error):

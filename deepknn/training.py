@@ -261,17 +261,18 @@ def check_new_out(out, force):
     result_folder.check_new_out(out, force)
 
 
-def start(config, out, gpu=-1, force=False):
+def start(config, out, gpu=-1, force=False, created_by='training'):
     """A new run: into `out` directly when it is absent or empty (so an interrupted run
-    can be resumed), else (`force`) into a staging sibling swapped in when done."""
+    can be resumed), else (`force`) into a staging sibling swapped in when done; its
+    marker names `created_by`."""
     check_new_out(out, force)
     run = prepare(config, gpu)
     if os.path.isdir(out) and os.listdir(out):
-        with result_folder.staged(out, 'train_text_classifier.py') as staging:
+        with result_folder.staged(out, created_by) as staging:
             fit(run, staging)
         return
     created = not os.path.exists(out)
-    result_folder.mark(out, 'train_text_classifier.py')
+    result_folder.mark(out, created_by)
     try:
         fit(run, out)
     except BaseException as error:
@@ -316,8 +317,8 @@ def resume(out, epoch=None, gpu=-1):
     run = prepare(config, gpu, model_setup.read_vocab(out, config))
     if config.data_digest not in (None, split_digest(run.splits)):
         raise UserError('the data of {} changed since training started (the splits differ); '
-                        'restore the data, or start the run over (move it away, or '
-                        'train_text_classifier.py --force)'.format(out))
+                        'restore the data, or start the run over (move it away, or train '
+                        'it again with `force`)'.format(out))
     fit(run, out, resume=True)
 
 
@@ -341,12 +342,13 @@ def check_same_settings(saved, wanted, out):
                             for n in differ)))
 
 
-def train(config, out, gpu=-1, force=False):
+def train(config, out, gpu=-1, force=False, created_by='training'):
     """Train a new run of `config` (a RunConfig) into result folder `out`, holding its
-    lock; `force` replaces an existing result folder of this tool once done."""
+    lock; `force` replaces an existing result folder of this tool once done. The folder's
+    marker names `created_by` (the command, for one)."""
     with result_folder.lock(out, 'training'):
         result_folder.sweep_stale(out)
-        start(config, out, gpu, force)
+        start(config, out, gpu, force, created_by)
 
 
 def continue_training(out, epoch=None, gpu=-1):
@@ -375,4 +377,4 @@ def ensure_trained(config, out, created_by='training', other='move the folder aw
     else:
         result_folder.check_replaceable(out, created_by, other)
         print('training', out, flush=True)
-        train(config, out, force=os.path.exists(out))
+        train(config, out, force=os.path.exists(out), created_by=created_by)

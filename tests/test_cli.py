@@ -2,6 +2,7 @@
 import argparse
 import glob
 import io
+import json
 import os
 import re
 
@@ -9,6 +10,7 @@ import pytest
 
 import cli_helpers
 from deepknn import cli
+from deepknn import result_folder
 from nlp_utils import UserError
 import train_text_classifier
 
@@ -65,6 +67,8 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(capsys):
     ('n_calib must be >= 0; lower `n_calib`', 'n_calib', '--n-calib must be >= 0; lower --n-calib'),
     ('request body is not JSON', 'request', 'request body is not JSON'),   # no flag
     ('kind of index', 'k', 'kind of index'),   # `k` is not the message's first word
+    ('no temperature.json in R; run `scaling` `model_setup` R/args.json first', None,
+     'no temperature.json in R; run python scaling.py --model-setup R/args.json first'),
 ])
 def test_library_parameters_are_shown_as_their_flags(message, parameter, shown):
     assert cli.command_line_message(UserError(message, parameter)) == shown
@@ -79,6 +83,19 @@ def test_every_parameter_flag_is_a_flag_of_some_command():
                 defined.update(re.findall(r"add_argument\(\s*'(--[\w-]+)'", source.read()))
     assert set(cli.PARAMETER_FLAGS.values()) - defined == set()
     assert '--k' in defined and '--n-calib' in defined   # the scan finds flags at all
+
+
+def test_every_step_command_runs_a_command_of_the_checkout():
+    for command in cli.STEP_COMMANDS.values():
+        python, script = command.split()
+        assert python == 'python' and os.path.isfile(os.path.join(ROOT, script))
+
+
+def test_a_command_is_named_by_its_path_in_the_checkout(tmp_path):
+    assert cli.command_name(os.path.join(ROOT, 'run_dknn.py')) == 'run_dknn.py'
+    assert cli.command_name(os.path.join(ROOT, 'scripts', 'knn_removal.py')) == \
+        'scripts/knn_removal.py'
+    assert cli.command_name(str(tmp_path / 'elsewhere.py')) == 'elsewhere.py'
 
 
 def test_run_cli_prints_flags_and_the_notes_on_one_line(capsys):
@@ -104,3 +121,10 @@ def test_a_command_line_user_reads_the_flag_a_library_message_names(tmp_path, ca
     assert errors[0].startswith('error: custom: --n-calib 70 is too large: of 80 training ')
     assert errors[0].endswith('; use a smaller --n-calib')
     assert not (tmp_path / 'run').exists()
+
+
+def test_a_trained_folder_is_marked_as_made_by_the_command(tmp_path):
+    """The library names no script: train_text_classifier.py passes its own name."""
+    cli_helpers.train_tiny(tmp_path, tmp_path / 'run')
+    marker = json.loads((tmp_path / 'run' / result_folder.MARKER).read_text())
+    assert marker['created_by'] == 'train_text_classifier.py'
