@@ -64,7 +64,8 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(capsys):
     ('`dtype` float64 is not stored', None, '--activation-dtype float64 is not stored'),
     ('`index_options` must be a dict', None, '`index_options` must be a dict'),   # no flag
     ('k must be >= 1, got 0', 'k', '--k must be >= 1, got 0'),
-    ('n_calib must be >= 0; lower `n_calib`', 'n_calib', '--n-calib must be >= 0; lower --n-calib'),
+    ('n_calib must be >= 0; lower `n_calib`', 'n_calib',
+     '--n-calib must be >= 0; lower --n-calib'),
     ('request body is not JSON', 'request', 'request body is not JSON'),   # no flag
     ('kind of index', 'k', 'kind of index'),   # `k` is not the message's first word
     ('no temperature.json in R; run `scaling` `model_setup` R/args.json first', None,

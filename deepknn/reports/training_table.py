@@ -1,8 +1,9 @@
 """The training table: accuracy, speed, memory and weights hash of every training run.
 
 One row per result folder (training_rows), each with the call of the training script
-(scripts/train_and_dknn.sh, named by the caller) that makes it again (rerun_command). As in Table 1, the rows of runs this checkout does
-not have are kept from the previous training.csv (carried_rows).
+(scripts/train_and_dknn.sh, named by the caller) that makes it again (rerun_command). As
+in Table 1, the rows of runs this checkout does not have are kept from the previous
+training.csv (carried_rows).
 """
 import os
 
