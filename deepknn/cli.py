@@ -166,7 +166,9 @@ def _bounded(text, kind, minimum, maximum, what):
         value = kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
-    if not math.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
+    # An int is finite at any size (math.isfinite would overflow converting it to float).
+    if (kind is float and not math.isfinite(value)) or value < minimum or (
+            maximum is not None and value > maximum):
         raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
     return value
 

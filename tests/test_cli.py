@@ -27,7 +27,7 @@ def test_positive_int_rejects_zero():
 @pytest.mark.parametrize('parse, text', [
     (cli.positive_int, '0'), (cli.non_negative_int, '-1'),
     (cli.fraction, '1.5'), (cli.fraction, '1'), (cli.fraction, 'nan'),
-    (cli.positive_int, 'many')])
+    (cli.positive_int, 'many'), (cli.seed, '1' + '0' * 400), (cli.positive_number, 'inf')])
 def test_argument_types_refuse_out_of_range_values(parse, text):
     with pytest.raises(argparse.ArgumentTypeError, match='must be'):
         parse(text)
