@@ -18,7 +18,6 @@ from deepknn import cli
 from deepknn.explorer import app
 from deepknn.explorer import export
 from deepknn.explorer import session as explorer
-import nlp_utils
 from nlp_utils import UserError
 
 LOCAL_HOSTS = ('127.0.0.1', 'localhost', '::1')
@@ -30,15 +29,15 @@ def parse_args(argv=None):
     cli.add_dknn(parser)
     cli.add_batchsize(parser)
     cli.add_device(parser)
-    parser.add_argument('--port', type=nlp_utils.positive_int, default=8765,
+    parser.add_argument('--port', type=cli.positive_int, default=8765,
                         help='port of the web app (default 8765)')
     parser.add_argument('--host', default='127.0.0.1',
                         help='address to bind (default 127.0.0.1: this machine only)')
     parser.add_argument('--allow-remote', action='store_true',
                         help='allow a --host other than this machine (prints a warning)')
-    parser.add_argument('--neighbors', type=nlp_utils.positive_int, default=10,
+    parser.add_argument('--neighbors', type=cli.positive_int, default=10,
                         help='training examples shown per layer (default 10)')
-    parser.add_argument('--max-characters', type=nlp_utils.positive_int,
+    parser.add_argument('--max-characters', type=cli.positive_int,
                         default=explorer.MAX_CHARACTERS,
                         help='longest text a user may type (default %(default)s)')
     parser.add_argument('--eval-file', action='append', default=[],
@@ -106,11 +105,11 @@ def main(argv=None):
     if args.export:
         data = export.export_data(session, args.split, args.limit, cli.provenance())
         print('wrote {} (open it in a browser; no server needed)'.format(
-            export.write_export(args.export, data)))
+            export.write_export(args.export, data, cli.command_name(__file__))))
         return
     session.table(args.split)   # the dataset view's first page, ready before the address
     serve(session, args)
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

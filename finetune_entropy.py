@@ -27,14 +27,14 @@ def parse_args(argv=None):
     parser.add_argument('--lambda', dest='lam', type=float, default=er.DEFAULT_LAMBDA,
                         help='weight of the entropy on reduced inputs (>= 0)')
     parser.add_argument('--lr', type=float, default=er.DEFAULT_LR, help='Adam learning rate')
-    parser.add_argument('--epochs', type=nlp_utils.positive_int, default=er.DEFAULT_EPOCHS,
+    parser.add_argument('--epochs', type=cli.positive_int, default=er.DEFAULT_EPOCHS,
                         help='fine-tuning epochs')
     cli.add_batchsize(parser, help='examples per batch (regular and reduced alike)')
     parser.add_argument('--importance', choices=input_reduction.IMPORTANCES[:2],
                         default='gradient', help='importance used to reduce the training set')
     parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
                         help='maximum beam size k (beam max(1, min(k, L - 3)))')
-    parser.add_argument('--reduce-limit', type=nlp_utils.positive_int, default=None,
+    parser.add_argument('--reduce-limit', type=cli.positive_int, default=None,
                         help='reduce only the first N training examples (CPU time)')
     cli.add_seed(parser, None, "default: the parent's seed")
     parser.add_argument('--out', default=None, help='default results/<run>_entropy')
@@ -79,8 +79,9 @@ def finetune_into(out, args, setup):
                 'finetune_epochs': args.epochs, 'finetune_seed': seed,
                 'reduction_importance': args.importance, 'reduction_beam': args.beam,
                 'reduction_limit': args.reduce_limit, 'n_reduced_inputs': len(reduced)}
-    print('wrote', er.write_finetuned_folder(out, setup, setup.model, settings, history))
+    print('wrote', er.write_finetuned_folder(out, setup, setup.model, settings, history,
+                                             cli.command_name(__file__)))
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -48,7 +48,7 @@ def parse_args(argv=None):
                         default=saliency_scores.DEFAULT_NORMALIZATION,
                         help="how maps are scaled: 'total' (the paper's wording), "
                              "'per-sign' or 'half-scale' (the authors' code)")
-    parser.add_argument('--neighbors', type=nlp_utils.non_negative_int, default=0,
+    parser.add_argument('--neighbors', type=cli.non_negative_int, default=0,
                         help='show the N nearest training examples (final DkNN layer)')
     cli.add_dknn(parser)
     cli.add_engine(parser)
@@ -63,7 +63,7 @@ def output_paths(args, setup, split):
     """{'html', 'csv', 'png'} paths of --out/--name (png None without --png)."""
     stem = cli.output_stem(args, setup.result_dir, 'interpretations_{}'.format(split))
     png = args.png if isinstance(args.png, str) else stem + '.png' if args.png else None
-    nlp_utils.check_output_path(png, '--png')
+    cli.check_output_path(png, '--png')
     return {'html': stem + '.html', 'csv': stem + '.csv', 'png': png}
 
 
@@ -97,4 +97,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -1,11 +1,8 @@
 """Vocabulary, batching, user errors and safe file output shared by every script."""
-import argparse
 import collections
-import errno
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import zipfile
 import zlib
@@ -30,58 +27,14 @@ def ptb_text(token):
 class UserError(Exception):
     """A problem with the user's input; the CLIs print its one-line message and exit 2.
 
-    Library code names the parameter it checked (`parameter='tau'`, and the message
-    starts with that name); run_cli names the flag instead (`--tau`), since every
-    command line calls its flag like the library parameter."""
+    Library code names the parameters it means, never a command's flags: in backticks
+    ("choose a smaller `k`"), or as the `parameter` it checked, with the message starting
+    with that name (`parameter='tau'`: "tau must be in [0, 1]"). A command line shows the
+    flags instead (deepknn.cli.command_line_message: --k, --tau)."""
 
     def __init__(self, message, parameter=None):
         super().__init__(message)
         self.parameter = parameter
-
-    def for_command_line(self):
-        """The message with its parameter named as the flag (k -> --k, n_calib -> --n-calib)."""
-        message = str(self)
-        if self.parameter and message.startswith(self.parameter):
-            flag = '--' + self.parameter.replace('_', '-')
-            message = flag + message[len(self.parameter):]
-        return message
-
-
-def run_cli(main):
-    """Run `main()`, turning a UserError, or an OSError of the machine (a read-only
-    folder, a full disk, a path that is a folder), into one line on stderr and exit
-    status 2, and Ctrl-C (KeyboardInterrupt) into one line 'interrupted' (with what to do
-    next, where the interrupted code gave it as the exception's argument) and exit
-    status 130, as shells report SIGINT. The line starts on a line of its own, never
-    glued to a progress bar."""
-    import sys
-
-    import tqdm
-    try:
-        main()
-    except (UserError, OSError, KeyboardInterrupt) as error:
-        for bar in list(getattr(tqdm.tqdm, '_instances', [])):
-            bar.close()
-        if isinstance(error, KeyboardInterrupt):
-            line, status = 'interrupted' + ''.join(': ' + str(a) for a in error.args[:1]), 130
-        else:
-            line, status = 'error: ' + (error.for_command_line() if isinstance(error, UserError)
-                                        else _os_error_message(error)), 2
-        sys.stderr.write(('\n' if sys.stderr.isatty() else '') + line + '\n')
-        sys.exit(status)
-
-
-def _os_error_message(error):
-    """One line for an OSError, naming the path and what to do."""
-    path = error.filename2 or error.filename or 'a file'   # os.replace: the target
-    hints = {errno.EACCES: 'choose a folder you can write, or fix its permissions',
-             errno.EROFS: 'the file system is read-only; choose another folder',
-             errno.ENOSPC: 'the disk is full; free space or choose another folder',
-             errno.EISDIR: 'it is a folder; pass a file path',
-             errno.ENOTDIR: 'a part of the path is a file, not a folder; pass another path',
-             errno.ENOENT: 'it does not exist; check the path'}
-    return 'cannot use {} ({}); {}'.format(
-        path, error.strerror or error, hints.get(error.errno, 'check the path and the disk'))
 
 
 # ---------------------------------------------------------------- atomic output
@@ -266,81 +219,6 @@ def check_npz(path, what, fix):
     if head != b'PK\x03\x04':
         raise UserError('{} {} is not an npz file (it is not a zip archive); {}'.format(
             what, path, fix))
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse for every CLI here: --help shows each flag's default, and a bad flag is
-    one line on stderr (exit status 2) naming the flag, like every other user error."""
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault('formatter_class', argparse.ArgumentDefaultsHelpFormatter)
-        super().__init__(**kwargs)
-
-    def error(self, message):
-        sys.stderr.write('error: {} (see {} --help)\n'.format(message, self.prog))
-        sys.exit(2)
-
-
-def positive_int(text):
-    """argparse type: an integer >= 1, with a one-line usage error otherwise."""
-    return _bounded(text, int, 1, None, 'an integer >= 1')
-
-
-def non_negative_int(text):
-    """argparse type: an integer >= 0 (a seed, a count that may be zero)."""
-    return _bounded(text, int, 0, None, 'an integer >= 0')
-
-
-def seed(text):
-    """argparse type: a random seed, an integer in [0, 2**32 - 1] (numpy's range)."""
-    return _bounded(text, int, 0, 2 ** 32 - 1, 'an integer from 0 to 2**32 - 1')
-
-
-def positive_number(text):
-    """argparse type: a finite number > 0 (a time budget, a temperature)."""
-    value = _bounded(text, float, 0.0, None, 'a number > 0')
-    if value == 0:
-        raise argparse.ArgumentTypeError('must be a number > 0, got {!r}'.format(text))
-    return value
-
-
-def fraction(text):
-    """argparse type: a number in [0, 1) (dropout, a held-out fraction)."""
-    value = _bounded(text, float, 0.0, None, 'a number in [0, 1)')
-    if value >= 1:
-        raise argparse.ArgumentTypeError('must be a number in [0, 1), got {!r}'.format(text))
-    return value
-
-
-def _bounded(text, kind, minimum, maximum, what):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
-    if not np.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
-        raise argparse.ArgumentTypeError('must be {}, got {!r}'.format(what, text))
-    return value
-
-
-def check_output_path(path, flag):
-    """UserError, before any work, when output file `path` (from `flag`) is a folder or
-    lies below a file."""
-    if path is None:
-        return
-    if os.path.isdir(path):
-        raise UserError('{} {} is a folder; pass a file path'.format(flag, path))
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise UserError('{} {}: {} is a file, not a folder; pass another path'.format(
-            flag, path, parent))
-
-
-def check_output_folder(path, flag):
-    """UserError, before any work, when output folder `path` (from `flag`) is a file."""
-    if path is not None and os.path.exists(path) and not os.path.isdir(path):
-        raise UserError('{} {} is a file; pass a folder'.format(flag, path))
 
 
 def read_json(path, what='file', expect=None):

@@ -85,12 +85,15 @@ def table1(args):
     print(markdown_table(summary, columns))
 
 
+TRAINING_SCRIPT = 'scripts/train_and_dknn.sh'   # the training table's rerun commands call it
+
+
 def training(args):
-    rows, carried = training_table.training_rows(args.results,
-                                                 os.path.join(args.out, 'training.csv'))
+    rows, carried = training_table.training_rows(
+        args.results, os.path.join(args.out, 'training.csv'), TRAINING_SCRIPT)
     if not rows:
         raise UserError('no result folder under {} has a train_result.json; train with '
-                        'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
+                        '{} DATASET MODEL first'.format(args.results, TRAINING_SCRIPT))
     header = ('# Training runs on this 2-core CPU (accuracy in %)\n\nCNN and BiLSTM on GloVe 6B '
               '50d; MiniLM fine-tuned from all-MiniLM-L6-v2. '
               'Runs shared the 2 cores with other jobs part of the time, so seconds per '
@@ -438,7 +441,7 @@ def check_overwrite(args):
 
 
 def main(argv=None):
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = cli.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
     cli.add_table_output(parser)
     commands = parser.add_subparsers(dest='command', required=True)
@@ -472,7 +475,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
-    nlp_utils.check_output_folder(args.out, '--out')
+    cli.check_output_folder(args.out, '--out')
     check_overwrite(args)
     args.out = args.out or STUDY_FOLDERS[args.command]
     args.produced_by = cli.provenance()
@@ -485,4 +488,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

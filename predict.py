@@ -153,4 +153,4 @@ def predict(args, setup, dknn_settings, maps, read, stem):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

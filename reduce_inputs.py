@@ -177,4 +177,4 @@ def reduce_and_write(args, setup, importances, examples, dknn_settings, stem):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

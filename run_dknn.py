@@ -53,16 +53,16 @@ def parse_args(argv=None):
                         help="only the last layer's neighbours count (the original KD-tree path)")
     parser.add_argument('--faiss-kind', choices=('flat', 'hnsw', 'ivf', 'ivfpq'), default='flat',
                         help='flat is exact; hnsw, ivf and ivfpq (compressed) are approximate')
-    parser.add_argument('--pq-m', type=nlp_utils.positive_int, default=None,
+    parser.add_argument('--pq-m', type=cli.positive_int, default=None,
                         help='ivfpq bytes per vector (divides the layer size; default: the '
                              'largest divisor up to 64)')
-    parser.add_argument('--nprobe', type=nlp_utils.positive_int, default=16,
+    parser.add_argument('--nprobe', type=cli.positive_int, default=16,
                         help='faiss ivf cells searched')
-    parser.add_argument('--ef-search', type=nlp_utils.positive_int, default=128,
+    parser.add_argument('--ef-search', type=cli.positive_int, default=128,
                         help='faiss hnsw search breadth')
-    parser.add_argument('--lsh-bits', type=nlp_utils.positive_int, default=None,
+    parser.add_argument('--lsh-bits', type=cli.positive_int, default=None,
                         help='LSH hash bits per table')
-    parser.add_argument('--lsh-tables', type=nlp_utils.positive_int, default=None,
+    parser.add_argument('--lsh-tables', type=cli.positive_int, default=None,
                         help='LSH hash tables')
     parser.add_argument('--no-cache', action='store_true', help='recompute train activations')
     args = parser.parse_args(argv)
@@ -194,7 +194,7 @@ def evaluate_activations(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    nlp_utils.check_output_folder(args.out, '--out')
+    cli.check_output_folder(args.out, '--out')
     report, path = (evaluate_activations if args.activations else evaluate_model)(args)
     softmax = report['softmax_accuracy']
     print('softmax accuracy {}  dknn accuracy {:.4f}  ({} {} examples, {}, k={}); wrote {}'
@@ -206,4 +206,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

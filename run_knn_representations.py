@@ -334,7 +334,7 @@ def parse_args(argv=None):
     cli.add_model_setup(sub)
     add_explained_split(sub)
     cli.add_k(sub, cli.RAJANI_K, 'neighbours')
-    sub.add_argument('--top', type=nlp_utils.positive_int, default=20,
+    sub.add_argument('--top', type=cli.positive_int, default=20,
                      help='how many training examples to list')
     add_outputs(sub, None, 'knn_retrieved_{split}')
     cli.add_engine(sub)
@@ -348,7 +348,7 @@ def parse_args(argv=None):
                         'augmented split; examples come from the first one\'s split')
     add_explained_split(sub, 'dev', 'the first run\'s split to evaluate both models on')
     cli.add_limit(sub, help='only the first N examples of the split')
-    sub.add_argument('--show', type=nlp_utils.positive_int, default=10,
+    sub.add_argument('--show', type=cli.positive_int, default=10,
                      help='examples shown per direction on the HTML page')
     cli.add_k(sub, 4, 'neighbours shown (the paper\'s Tables 1-2 show 4)')
     sub.add_argument('--temperature', type=float, default=100.0, help='T of the kNN vote')
@@ -357,7 +357,7 @@ def parse_args(argv=None):
     sub.set_defaults(run=contrast)
     sub = commands.add_parser('candidates', parents=[common], help=candidates.__doc__)
     cli.add_model_setup(sub)
-    sub.add_argument('--sample', type=nlp_utils.positive_int, default=20,
+    sub.add_argument('--sample', type=cli.positive_int, default=20,
                      help='how many candidates to list')
     cli.add_seed(sub, help='seed of the sample')
     add_outputs(sub, cli.RAJANI, 'knn_candidates')
@@ -403,4 +403,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

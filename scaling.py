@@ -13,7 +13,7 @@ from deepknn.calibration import (N_BINS, TEMPERATURE_FILE, calibration_summary,
                                  expected_calibration_error, load_temperature, nll,
                                  reliability_curve, softmax)
 from deepknn import cli
-from nlp_utils import UserError, atomic_write_files, json_write, run_cli
+from nlp_utils import UserError, atomic_write_files, json_write
 
 DIAGRAM_FILE = 'reliability_temperature.png'
 MIN_RELIABLE_CALIBRATION = 50   # fewer examples: the fitted T is said to be unreliable
@@ -105,4 +105,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    run_cli(main)
+    cli.run_cli(main)

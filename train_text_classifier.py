@@ -11,7 +11,6 @@ training itself is deepknn/training.py; this file maps flags to its RunConfig.
 import os
 
 import nets
-import nlp_utils
 import text_datasets
 from deepknn import cli, data_files, model_setup, training
 from nlp_utils import UserError
@@ -32,26 +31,26 @@ def parse_args(argv=None):
     parser.add_argument('--pretrained', type=os.path.abspath, default=None,
                         help='--model transformer: a folder with config.json, '
                              'model.safetensors and tokenizer.json of a BERT-architecture model')
-    parser.add_argument('--max-length', type=nlp_utils.positive_int, default=128,
+    parser.add_argument('--max-length', type=cli.positive_int, default=128,
                         help='transformers: word pieces per input; longer inputs are '
                              'truncated (and counted)')
-    parser.add_argument('--lr', type=nlp_utils.positive_number, default=None,
+    parser.add_argument('--lr', type=cli.positive_number, default=None,
                         help='peak learning rate (default: Adam 0.001 for the Chainer models, '
                              '3e-5 with warm-up and linear decay for transformers)')
-    parser.add_argument('--warmup', type=nlp_utils.fraction, default=0.1,
+    parser.add_argument('--warmup', type=cli.fraction, default=0.1,
                         help='transformers: fraction of the steps over which the rate rises')
     parser.add_argument('--word_vectors', '--word-vectors', default=None,
                         help='GloVe/word2vec text file (.txt, .gz or .zip)')
-    parser.add_argument('--embed-dim', type=nlp_utils.positive_int, default=300,
+    parser.add_argument('--embed-dim', type=cli.positive_int, default=300,
                         help='embedding size without --word_vectors (with them, their size)')
     cli.add_batchsize(parser, None, 'examples per training batch (default: 64, transformers 32)')
-    parser.add_argument('--epoch', '-e', type=nlp_utils.positive_int, default=None,
+    parser.add_argument('--epoch', '-e', type=cli.positive_int, default=None,
                         help='epochs; the model with the best dev accuracy is kept (default: '
                              '30, transformers 3)')
-    parser.add_argument('--unit', '-u', type=nlp_utils.positive_int, default=300,
+    parser.add_argument('--unit', '-u', type=cli.positive_int, default=300,
                         help='size of filters (CNN: unit // 3 per width), LSTMs and FC layers')
-    parser.add_argument('--layer', '-l', type=nlp_utils.positive_int, default=3, help='recurrent layers')
-    parser.add_argument('--dropout', '-d', type=nlp_utils.fraction, default=0.4,
+    parser.add_argument('--layer', '-l', type=cli.positive_int, default=3, help='recurrent layers')
+    parser.add_argument('--dropout', '-d', type=cli.fraction, default=0.4,
                         help='dropout rate, in [0, 1)')
     parser.add_argument('--out', '-o', default=None,
                         help='result folder (default results/<dataset>_<model>)')
@@ -64,18 +63,18 @@ def parse_args(argv=None):
                         help='dev data (default: the official dev split, else a seeded part of train)')
     parser.add_argument('--test-file', default=None,
                         help='test data in place of the dataset\'s (custom: required)')
-    parser.add_argument('--n-calib', type=nlp_utils.non_negative_int, default=None,
+    parser.add_argument('--n-calib', type=cli.non_negative_int, default=None,
                         help='held-out training examples for DkNN calibration (default: 1000, '
                              'or 10%% of small training sets, said so)')
-    parser.add_argument('--dev-fraction', type=nlp_utils.fraction, default=0.1,
+    parser.add_argument('--dev-fraction', type=cli.fraction, default=0.1,
                         help='part of train used as dev where there is no official dev split')
-    parser.add_argument('--min-freq', type=nlp_utils.positive_int, default=2,
+    parser.add_argument('--min-freq', type=cli.positive_int, default=2,
                         help='rarer words become <unk> unless they have a pretrained vector')
     parser.add_argument('--vocab', choices=('pretrained', 'train'), default='pretrained',
                         help='pretrained: training words plus every word of the data that has '
                              'a pretrained vector (Kim 2014; labels unused); train: training '
                              'words only (the original code)')
-    parser.add_argument('--max-vocab', type=nlp_utils.positive_int, default=None,
+    parser.add_argument('--max-vocab', type=cli.positive_int, default=None,
                         help='largest vocabulary, <eos> and <unk> included')
     parser.add_argument('--select-on-test', action='store_true',
                         help='pick the best epoch on the test set, as the original code did')
@@ -86,9 +85,9 @@ def parse_args(argv=None):
                         help="keep SNLI pairs with gold label '-' using the annotator majority")
     parser.add_argument('--exclude-train', type=os.path.abspath, default=None,
                         help='JSON list of training-split indices to drop (removal experiment)')
-    parser.add_argument('--label-noise', type=nlp_utils.fraction, default=0.0,
+    parser.add_argument('--label-noise', type=cli.fraction, default=0.0,
                         help='fraction of training labels to flip, in [0, 1)')
-    parser.add_argument('--label-noise-seed', type=nlp_utils.seed, default=0,
+    parser.add_argument('--label-noise-seed', type=cli.seed, default=0,
                         help='seed choosing the flipped examples and their new labels')
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument('--force', action='store_true',
@@ -135,8 +134,9 @@ def main(argv=None):
     if args.resume:
         training.continue_training(out, args.epoch, args.gpu)
     else:
-        training.train(make_config(args), out, args.gpu, args.force)
+        training.train(make_config(args), out, args.gpu, args.force,
+                       created_by=cli.command_name(__file__))
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -42,9 +42,9 @@ def parse_args(argv=None):
     cli.add_model_setup(parser)
     cli.add_dknn(parser)
     cli.add_device(parser)
-    parser.add_argument('--sentences', type=nlp_utils.positive_int, default=10,
+    parser.add_argument('--sentences', type=cli.positive_int, default=10,
                         help='input views of the first N test sentences')
-    parser.add_argument('--rows', type=nlp_utils.positive_int, default=10000,
+    parser.add_argument('--rows', type=cli.positive_int, default=10000,
                         help='examples in the dataset view\'s split')
     cli.add_repeats(parser, 5)
     cli.add_outputs(parser, cli.BENCHMARKS, 'bench_explorer')
@@ -110,4 +110,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

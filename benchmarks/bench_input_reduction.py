@@ -31,10 +31,10 @@ def timed_reduction(setup, examples, batchsize, beam, description):
 def main():
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--baseline-limit', type=nlp_utils.positive_int, default=100,
+    parser.add_argument('--baseline-limit', type=cli.positive_int, default=100,
                         help='test sentences for the one-at-a-time comparison')
     cli.add_batchsize(parser, 256, 'rows per model batch')
-    parser.add_argument('--beam', type=nlp_utils.positive_int, default=5, help='maximum beam')
+    parser.add_argument('--beam', type=cli.positive_int, default=5, help='maximum beam')
     cli.add_outputs(parser, cli.BENCHMARKS, 'bench_input_reduction')
     args = parser.parse_args()
     path = cli.output_stem(args, cli.BENCHMARKS, 'bench_input_reduction', out_was_path=True) + '.md'
@@ -69,4 +69,4 @@ def main():
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

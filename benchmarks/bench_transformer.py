@@ -51,11 +51,11 @@ def parse_args(argv=None):
     cli.add_device(parser)
     cli.add_repeats(parser)
     cli.add_limit(parser, help='inference and DkNN search on the first N test inputs only')
-    parser.add_argument('--sentences', type=nlp_utils.positive_int, default=10,
+    parser.add_argument('--sentences', type=cli.positive_int, default=10,
                         help='leave-one-out on the first N test sentences')
-    parser.add_argument('--train-batchsize', type=nlp_utils.positive_int, default=32,
+    parser.add_argument('--train-batchsize', type=cli.positive_int, default=32,
                         help='training examples per fine-tuning step')
-    parser.add_argument('--train-steps', type=nlp_utils.positive_int, default=3,
+    parser.add_argument('--train-steps', type=cli.positive_int, default=3,
                         help='timed fine-tuning steps per repeat (after one untimed step)')
     cli.add_outputs(parser, cli.BENCHMARKS, 'bench_transformer')
     return parser.parse_args(argv)
@@ -253,4 +253,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -189,11 +189,11 @@ def load_temperature(result_dir):
     """The fitted T from <result_dir>/temperature.json."""
     path = os.path.join(result_dir, TEMPERATURE_FILE)
     if not os.path.exists(path):
-        raise UserError('no {} in {}; run python scaling.py --model-setup {} first'.format(
+        raise UserError('no {} in {}; run `scaling` `model_setup` {} first'.format(
             TEMPERATURE_FILE, result_dir, os.path.join(result_dir, 'args.json')))
     saved = read_json(path, 'temperature file')
     temperature = saved.get('temperature') if isinstance(saved, dict) else None
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
             or not np.isfinite(temperature) or temperature <= 0:
-        raise UserError('{} has no positive "temperature"; re-run scaling.py'.format(path))
+        raise UserError('{} has no positive "temperature"; run `scaling` again'.format(path))
     return float(temperature)

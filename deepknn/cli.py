@@ -1,9 +1,10 @@
-"""The command lines' shared pieces: each shared flag defined once, the provenance line.
+"""The command lines' shared flags (each defined once) and plumbing (deepknn/command_line.py).
 
 Imported by the root scripts, `scripts/` and `benchmarks/` only; the library never reads
-flags or sys.argv. A CLI builds its parser with `parser()` and adds the shared flags
-with the `add_*` functions below, so a flag's name, type, default and help are the same
-in every command.
+flags or sys.argv. A CLI builds its parser with `parser()` (an `ArgumentParser` whose
+errors are one line), adds the shared flags with the `add_*` functions below, so a flag's
+name, type, default and help are the same in every command, and runs its `main` through
+`run_cli`, which prints a user error as one line.
 """
 import argparse
 import os
@@ -11,6 +12,11 @@ import sys
 
 import nlp_utils
 from deepknn import dknn_settings as dknn_settings_lib
+from deepknn.command_line import (  # noqa: F401  re-exported: commands import only cli
+    CHECKOUT, PARAMETER_FLAGS, STEP_COMMANDS, command_name, command_line_text,
+    command_line_message,
+    run_cli, ArgumentParser, positive_int, non_negative_int, seed, positive_number,
+    fraction, check_output_path, check_output_folder)
 from deepknn import knn_index
 from deepknn.distributed import engine as engine_lib
 
@@ -25,11 +31,9 @@ FENG = os.path.join(RESULTS, 'feng')                  # Feng et al. 2018: input 
 FAITHFULNESS = os.path.join(RESULTS, 'faithfulness')  # faithfulness and plausibility of maps
 BENCHMARKS = os.path.join(RESULTS, 'benchmarks')      # speed measurements (benchmarks/)
 STUDIES = (WALLACE, RAJANI, FENG, FAITHFULNESS, BENCHMARKS)
-
-
 def parser(doc):
     """An ArgumentParser described by the first line of a module docstring."""
-    return nlp_utils.ArgumentParser(description=doc.split('\n')[0])
+    return ArgumentParser(description=doc.split('\n')[0])
 
 
 def add_model_setup(parser, nargs=None, help='args.json of a trained run (or its folder)',
@@ -52,13 +56,13 @@ def model_setup_path(text):
 
 
 def add_k(parser, default=DEFAULT_K, help='DkNN neighbours per layer', nargs=None):
-    parser.add_argument('--k', type=nlp_utils.positive_int, default=default, help=help,
+    parser.add_argument('--k', type=positive_int, default=default, help=help,
                         nargs=nargs)
 
 
 def add_dknn_k(parser):
     """--dknn-k: the DkNN's k where --k is another kNN's (Rajani et al.'s backoff)."""
-    parser.add_argument('--dknn-k', type=nlp_utils.positive_int, default=DEFAULT_K,
+    parser.add_argument('--dknn-k', type=positive_int, default=DEFAULT_K,
                         help='DkNN neighbours per layer for the credibility switch')
 
 
@@ -88,11 +92,11 @@ def add_split(parser, default='test', help='the split to read'):
 
 
 def add_limit(parser, default=None, help='only the first N examples (default: all)'):
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=default, help=help)
+    parser.add_argument('--limit', type=positive_int, default=default, help=help)
 
 
 def add_seed(parser, default=0, help='random seed'):
-    parser.add_argument('--seed', type=nlp_utils.seed, default=default, help=help)
+    parser.add_argument('--seed', type=seed, default=default, help=help)
 
 
 def add_engine(parser):
@@ -105,9 +109,9 @@ def add_engine(parser):
     group.add_argument('--ray-address', default=None,
                        help="with --engine ray: join a running cluster ('auto' or HOST:PORT; "
                             'default: start a local Ray on this machine)')
-    group.add_argument('--shards', type=nlp_utils.positive_int, default=None,
+    group.add_argument('--shards', type=positive_int, default=None,
                        help='with --engine ray: index shards per layer (default 2)')
-    group.add_argument('--workers', type=nlp_utils.positive_int, default=None,
+    group.add_argument('--workers', type=positive_int, default=None,
                        help='with --engine ray: extraction actors, each loading the model '
                             'once (default 2)')
     group.add_argument('--storage', default=None,
@@ -172,7 +176,7 @@ def index_options(args):
 
 
 def add_batchsize(parser, default=64, help='inputs per model batch'):
-    parser.add_argument('--batchsize', '-b', type=nlp_utils.positive_int, default=default,
+    parser.add_argument('--batchsize', '-b', type=positive_int, default=default,
                         help=help)
 
 
@@ -190,7 +194,7 @@ def add_data_dir(parser, help='data folder (default: $DKNN_DATA_DIR, else the on
 
 def add_repeats(parser, default=3, help='timed repeats of each measurement (median and spread '
                                         'reported)'):
-    parser.add_argument('--repeats', type=nlp_utils.positive_int, default=default, help=help)
+    parser.add_argument('--repeats', type=positive_int, default=default, help=help)
 
 
 def add_runs(parser, help='comma-separated result folder names'):
@@ -201,8 +205,8 @@ def add_runs(parser, help='comma-separated result folder names'):
 
 def add_epoch(parser, default, help='training epochs'):
     """--epoch (-e); --epochs is its hidden alias."""
-    parser.add_argument('--epoch', '-e', type=nlp_utils.positive_int, default=default, help=help)
-    add_hidden_alias(parser, '--epochs', 'epoch', type=nlp_utils.positive_int)
+    parser.add_argument('--epoch', '-e', type=positive_int, default=default, help=help)
+    add_hidden_alias(parser, '--epochs', 'epoch', type=positive_int)
 
 
 def add_hidden_alias(parser, flag, dest, **kwargs):
@@ -279,7 +283,7 @@ def output_stem(args, default_dir, default_name, out_was_path=False):
             and not os.path.isdir(args.out) and not args.out.endswith(('/', os.sep)):
         old = args.out
     if old is not None:
-        nlp_utils.check_output_path(old, flag)
+        check_output_path(old, flag)
         stem = old[:-len(old.rsplit('.', 1)[-1]) - 1] if old.endswith(OUTPUT_SUFFIXES) else old
         check_output_stem(stem, flag)
         return stem
@@ -288,7 +292,7 @@ def output_stem(args, default_dir, default_name, out_was_path=False):
         raise nlp_utils.UserError('--name {!r} is not a file stem; give a name without a folder '
                                   '(the folder goes in --out)'.format(name))
     out = args.out if args.out is not None else default_dir
-    nlp_utils.check_output_folder(out, '--out')
+    check_output_folder(out, '--out')
     return os.path.join(out, name)
 
 

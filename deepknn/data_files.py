@@ -28,7 +28,7 @@ def resolve_data_dir(data_dir=None):
         return None
     chosen = os.path.abspath(os.path.expanduser(chosen))
     if not os.path.isdir(chosen):
-        raise UserError('data dir {} (from --data-dir or DKNN_DATA_DIR) is not a folder; '
+        raise UserError('data dir {} (from `data_dir` or DKNN_DATA_DIR) is not a folder; '
                         'point it at an existing folder or unset it to download'.format(chosen))
     return chosen
 
@@ -62,8 +62,9 @@ def find_in_cache(name, spec, file):
         _verify_md5s(folder, spec['md5'], spec['urls'][file])
         if not os.path.exists(path):
             raise UserError('{}: {} from {} has no {}; get the file yourself and pass '
-                            '--data-dir'.format(name, spec['archive'], spec['urls'][file],
-                                                os.path.join(spec['folder'], file)))
+                            'its folder as `data_dir`'.format(
+                                name, spec['archive'], spec['urls'][file],
+                                os.path.join(spec['folder'], file)))
     else:
         download(spec['urls'][file], path, spec['md5'].get(file))
     return path
@@ -97,7 +98,7 @@ def _copy_response(response, f, url, md5):
             progress.update(len(chunk))
     if total is not None and received != total:
         raise UserError('download of {} stopped after {} of {} bytes; run again, or pass '
-                        '--data-dir / set DKNN_DATA_DIR to a folder with the file'.format(
+                        'a `data_dir` / set DKNN_DATA_DIR to a folder with the file'.format(
                             url, received, total))
     if md5 is not None and digest.hexdigest() != md5:
         raise UserError('download of {} has md5 {}, expected {}; the file was not kept'.format(
@@ -112,8 +113,8 @@ def download(url, path, md5=None):
     try:
         atomic_write(path, write, 'wb')
     except (OSError, http.client.HTTPException) as error:
-        raise UserError('could not download {} ({}); download it yourself and pass --data-dir '
-                        'DIR or set DKNN_DATA_DIR'.format(url, error))
+        raise UserError('could not download {} ({}); download it yourself and pass its '
+                        'folder as `data_dir` or set DKNN_DATA_DIR'.format(url, error))
 
 
 def _extract_archive(archive, folder):

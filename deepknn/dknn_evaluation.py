@@ -103,9 +103,9 @@ def read_activations(path):
     layer_0 ... layer_{L-1} (N, D_l), labels (N,) integers in [0, C), and optionally
     logits (N, C). Returns (list of layers, labels, logits or None)."""
     if not os.path.exists(path):
-        raise UserError('{} does not exist; an activations folder needs {} (see '
-                        'docs/dknn.md)'.format(path, ', '.join(s + '.npz'
-                                                               for s in ACTIVATION_SPLITS)))
+        raise UserError('{} does not exist; the `activations` folder needs {} (see '
+                        'docs/dknn.md)'.format(
+            path, ', '.join(s + '.npz' for s in ACTIVATION_SPLITS)))
     nlp_utils.check_npz(path, 'activations file', 'write it with numpy.savez')
     try:
         with np.load(path, allow_pickle=False) as saved:

@@ -172,8 +172,8 @@ def _find(name, data_dir):
     spec = SPECS[name]
     if data_dir is None:
         if name == 'hans-like':
-            raise UserError('hans-like is not downloadable: pass --data-dir with its '
-                            'hans-like/{} or the official HANS with --dataset hans'.format(
+            raise UserError('hans-like is not downloadable: pass a `data_dir` with its '
+                            'hans-like/{} or the official HANS with `dataset` hans'.format(
                                 HANS_LIKE_FILE))
         return [data_files.find_in_cache(name, dict(spec, md5={}), f) for f in spec['files']]
     if name == 'hans' and not any(os.path.exists(os.path.join(d, HANS_FILE))

@@ -289,7 +289,8 @@ class FaissIndex(NeighborIndex):
         if self.pq_m is None:
             return max(m for m in range(1, min(64, self.dim) + 1) if self.dim % m == 0)
         if self.dim % self.pq_m:
-            raise UserError('--pq-m {} must divide the dimension {}'.format(self.pq_m, self.dim))
+            raise UserError('pq_m {} must divide the dimension {}'.format(self.pq_m, self.dim),
+                            'pq_m')
         return int(self.pq_m)
 
     def _pq_bits(self):

@@ -100,7 +100,7 @@ class Setup:
                         self.config.char_based, self.config.skip_bad_lines or skip_bad_lines,
                         self.dataset.display_names)]
         if os.path.abspath(eval_file) == os.path.abspath(self.config.train_file or ''):
-            print('warning: --eval-file {} is the training file of this model; its numbers '
+            print('warning: evaluation file {} is the training file of this model; its numbers '
                   'measure fit, not generalisation'.format(eval_file), file=sys.stderr)
         stem, extension = os.path.splitext(os.path.basename(eval_file))
         if extension not in ('.txt', '.tsv', '.jsonl'):   # stsa.binary.dev keeps its '.dev'
@@ -153,8 +153,8 @@ def get_device(gpu):
     try:
         return chainer.get_device('@cupy:{}'.format(gpu))
     except (RuntimeError, ImportError, ValueError) as e:
-        raise UserError('--gpu {} is not usable here ({}); install cupy for your CUDA or use '
-                        '--gpu -1'.format(gpu, str(e).splitlines()[0]))
+        raise UserError('`gpu` {} is not usable here ({}); install cupy for your CUDA or use '
+                        '`gpu` -1'.format(gpu, str(e).splitlines()[0]))
 
 
 def load_data(config):
@@ -192,7 +192,7 @@ def default_calibration_size(dataset, dev_fraction):
         return DEFAULT_CALIBRATION
     n_calib = pool // 10
     print('calibration split: {} examples (10% of the {} training examples; {} would leave '
-          'too few to train on; pass --n-calib to choose)'.format(
+          'too few to train on; n_calib sets another size)'.format(
               n_calib, pool, DEFAULT_CALIBRATION))
     return n_calib
 
@@ -201,10 +201,10 @@ def read_exclusions(path):
     """The --exclude-train file: a JSON list of indices into the training split."""
     if not path:
         return []
-    indices = nlp_utils.read_json(path, '--exclude-train file')
+    indices = nlp_utils.read_json(path, '`exclude_train` file')
     if not isinstance(indices, list) or not all(
             isinstance(i, int) and not isinstance(i, bool) for i in indices):
-        raise UserError('--exclude-train file {} must hold a JSON list of integer indices into '
+        raise UserError('`exclude_train` file {} must hold a JSON list of integer indices into '
                         'the training split'.format(path))
     return indices
 

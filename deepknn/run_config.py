@@ -76,8 +76,7 @@ class RunConfig:
         missing = [name for name, f in known.items() if f.default is _REQUIRED
                    and name not in values]
         if missing:
-            raise UserError('{} lacks fields {}; re-train with train_text_classifier.py'.format(
-                source, missing))
+            raise UserError('{} lacks fields {}; re-train the run'.format(source, missing))
         for name, value in values.items():
             if name in known and not _has_type(value, known[name].type):
                 raise UserError('{}: field {!r} is {!r}, expected {}; restore the file or '

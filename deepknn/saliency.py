@@ -151,7 +151,7 @@ class CalibratedConfidenceLOO(ConfidenceLOO):
     """f = temperature-scaled softmax (section 6.2); T leaves the prediction unchanged."""
     name = 'calibrated'
     description = ('leave-one-out with the temperature-scaled softmax (section 6.2; '
-                   'needs scaling.py\'s temperature.json)')
+                   'needs the run\'s fitted temperature.json)')
     score_meaning = 'temperature-scaled softmax probability of the predicted label'
     needs_temperature = True
 

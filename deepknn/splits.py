@@ -36,9 +36,9 @@ def _check_split_sizes(name, n_pool, n_dev, n_calib, carve_dev):
                         'from it'.format(name, n_pool))
     n_train = n_pool - n_dev - n_calib
     if n_train < max(1, n_pool // 10):
-        raise UserError('{}: --n-calib {} is too large: of {} training examples {} go to dev '
+        raise UserError('{}: `n_calib` {} is too large: of {} training examples {} go to dev '
                         'and {} to calibration, leaving {} (< 10%) to train on; use a '
-                        'smaller --n-calib'.format(name, n_calib, n_pool, n_dev, n_calib,
+                        'smaller `n_calib`'.format(name, n_calib, n_pool, n_dev, n_calib,
                                                    n_train))
 
 
@@ -84,8 +84,8 @@ def _check_every_class_trains(dataset, train):
     missing = [names[label] for label in sorted(pool_counts) if not counts[label]]
     if missing:
         raise UserError('{}: class(es) {} have no training example left after the dev and '
-                        'calibration splits (training pool per class: {}); lower --n-calib or '
-                        '--dev-fraction, or add examples'.format(
+                        'calibration splits (training pool per class: {}); lower `n_calib` or '
+                        '`dev_fraction`, or add examples'.format(
                             dataset.name, ', '.join(map(repr, missing)),
                             ', '.join('{} {}'.format(names[label], n)
                                       for label, n in sorted(pool_counts.items()))))

@@ -178,7 +178,7 @@ class Reading:
     def bad(self, path, where, problem):
         """Raise for a malformed line, or count it when skipping is allowed."""
         if not self.skip_bad_lines:
-            raise UserError('{} {}: {}; fix the line or pass --skip-bad-lines'.format(
+            raise UserError('{} {}: {}; fix the line or pass `skip_bad_lines`'.format(
                 path, where, problem))
         self.n_bad_lines += 1
 

@@ -15,7 +15,6 @@ import json
 import os
 import random
 import shutil
-import sys
 
 import chainer
 import chainer.links as L
@@ -248,31 +247,32 @@ def report(config, out, model, dev, test):
 def check_new_out(out, force):
     """A new run may go into an absent or empty `out`; with `force` also replace a result
     folder of this tool (result_folder.check_new_out). An existing run is refused with
-    what to do instead: --force, or --resume for an unfinished one."""
+    what to do instead: `force`, or `resume` for an unfinished one."""
     if not force and os.path.isdir(out) and not os.path.islink(out) and os.listdir(out):
         if os.path.exists(os.path.join(out, 'train_result.json')):
-            raise UserError('{} already holds a trained model; pass --force to replace it (the '
-                            'old one stays until the new run has finished) or another --out'
+            raise UserError('{} already holds a trained model; pass `force` to replace it (the '
+                            'old one stays until the new run has finished) or another `out`'
                             .format(out))
         if os.path.exists(os.path.join(out, SNAPSHOT)):
-            raise UserError('{} holds an unfinished run; pass --resume to continue it or '
-                            '--force to start over'.format(out))
-        raise UserError('{} is not empty; pass another --out (or --force if it is a result '
+            raise UserError('{} holds an unfinished run; pass `resume` to continue it or '
+                            '`force` to start over'.format(out))
+        raise UserError('{} is not empty; pass another `out` (or `force` if it is a result '
                         'folder of this tool)'.format(out))
     result_folder.check_new_out(out, force)
 
 
-def start(config, out, gpu=-1, force=False):
+def start(config, out, gpu=-1, force=False, created_by='training'):
     """A new run: into `out` directly when it is absent or empty (so an interrupted run
-    can be resumed), else (`force`) into a staging sibling swapped in when done."""
+    can be resumed), else (`force`) into a staging sibling swapped in when done; its
+    marker names `created_by`."""
     check_new_out(out, force)
     run = prepare(config, gpu)
     if os.path.isdir(out) and os.listdir(out):
-        with result_folder.staged(out, 'train_text_classifier.py') as staging:
+        with result_folder.staged(out, created_by) as staging:
             fit(run, staging)
         return
     created = not os.path.exists(out)
-    result_folder.mark(out, 'train_text_classifier.py')
+    result_folder.mark(out, created_by)
     try:
         fit(run, out)
     except BaseException as error:
@@ -281,12 +281,12 @@ def start(config, out, gpu=-1, force=False):
             raise
         if isinstance(error, KeyboardInterrupt):   # run_cli: one line 'interrupted: ADVICE'
             raise KeyboardInterrupt(resume_advice(out)) from None
-        print(resume_advice(out), file=sys.stderr)
+        error.add_note(resume_advice(out))   # run_cli: 'error: MESSAGE; ADVICE'
         raise
 
 
 def resume_advice(out):
-    return ('training stopped; rerun with --resume --out {} to continue from the last '
+    return ('training stopped; rerun with `resume` and `out` {} to continue from the last '
             'finished epoch'.format(out))
 
 
@@ -309,7 +309,7 @@ def resume(out, epoch=None, gpu=-1):
     change (and is recorded in args.json)."""
     if not os.path.exists(os.path.join(out, 'args.json')):
         raise UserError('nothing to resume: {} holds no run (no args.json); train without '
-                        '--resume first'.format(out))
+                        '`resume` first'.format(out))
     config = model_setup.read_config(os.path.join(out, 'args.json'))
     if not os.path.exists(os.path.join(out, SNAPSHOT)):
         raise UserError('nothing to resume in {}: {} is missing'.format(out, SNAPSHOT))
@@ -317,8 +317,8 @@ def resume(out, epoch=None, gpu=-1):
     run = prepare(config, gpu, model_setup.read_vocab(out, config))
     if config.data_digest not in (None, split_digest(run.splits)):
         raise UserError('the data of {} changed since training started (the splits differ); '
-                        'restore the data, or start the run over (move it away, or '
-                        'train_text_classifier.py --force)'.format(out))
+                        'restore the data, or start the run over (move it away, or train '
+                        'it again with `force`)'.format(out))
     fit(run, out, resume=True)
 
 
@@ -342,12 +342,13 @@ def check_same_settings(saved, wanted, out):
                             for n in differ)))
 
 
-def train(config, out, gpu=-1, force=False):
+def train(config, out, gpu=-1, force=False, created_by='training'):
     """Train a new run of `config` (a RunConfig) into result folder `out`, holding its
-    lock; `force` replaces an existing result folder of this tool once done."""
+    lock; `force` replaces an existing result folder of this tool once done. The folder's
+    marker names `created_by` (the command, for one)."""
     with result_folder.lock(out, 'training'):
         result_folder.sweep_stale(out)
-        start(config, out, gpu, force)
+        start(config, out, gpu, force, created_by)
 
 
 def continue_training(out, epoch=None, gpu=-1):
@@ -376,4 +377,4 @@ def ensure_trained(config, out, created_by='training', other='move the folder aw
     else:
         result_folder.check_replaceable(out, created_by, other)
         print('training', out, flush=True)
-        train(config, out, force=os.path.exists(out))
+        train(config, out, force=os.path.exists(out), created_by=created_by)

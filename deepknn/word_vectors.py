@@ -16,8 +16,9 @@ from nlp_utils import EOS, UNK, UserError
 def _open_vectors(path):
     """Open a GloVe/word2vec text file, plain, .gz, or the single .txt inside a .zip."""
     if not os.path.exists(path):
-        raise UserError('word vectors file {} does not exist; pass --word_vectors PATH '
-                        '(e.g. ../shared/data/glove/glove.6B.50d.txt.gz)'.format(path))
+        raise UserError('word vectors file {} does not exist; pass an existing '
+                        '`word_vectors` file (e.g. ../shared/data/glove/glove.6B.50d.txt.gz)'
+                        .format(path))
     if path.endswith('.gz'):
         return io.TextIOWrapper(gzip.open(path), encoding='utf-8', errors='replace')
     if path.endswith('.zip'):

@@ -69,9 +69,9 @@ def oos_losses(setup, n_folds, seed, batchsize):
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser, '+', 'runs trained with --label-noise')
-    parser.add_argument('--folds', type=nlp_utils.positive_int, default=5,
+    parser.add_argument('--folds', type=cli.positive_int, default=5,
                         help='cross-validation folds (Chong et al.: 5)')
-    parser.add_argument('--seed', type=nlp_utils.seed, default=0, help='seed of the folds')
+    parser.add_argument('--seed', type=cli.seed, default=0, help='seed of the folds')
     cli.add_batchsize(parser)
     args = parser.parse_args(argv)
     if args.folds < 2:
@@ -94,4 +94,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -158,11 +158,11 @@ def parse_args(argv=None):
                              "the template's result folder)")
     cli.add_hidden_alias(parser, '--runs', 'runs_dir')
     cli.add_outputs(parser, cli.RAJANI, 'knn_removal_RUN', old_path_flags=['--table'])
-    parser.add_argument('--seeds', type=nlp_utils.non_negative_int, nargs='+', default=[1, 2, 3],
+    parser.add_argument('--seeds', type=cli.non_negative_int, nargs='+', default=[1, 2, 3],
                         help='training seeds; every variant is trained with each')
-    parser.add_argument('--fractions', type=nlp_utils.fraction, nargs='+', default=[0.1, 0.3],
+    parser.add_argument('--fractions', type=cli.fraction, nargs='+', default=[0.1, 0.3],
                         help='parts of the training set removed')
-    parser.add_argument('--n-calib', type=nlp_utils.non_negative_int, default=0,
+    parser.add_argument('--n-calib', type=cli.non_negative_int, default=0,
                         help='calibration split of every run')
     cli.add_k(parser, cli.RAJANI_K, 'neighbours retrieved per training example (the paper: 16)')
     cli.add_layer(parser)
@@ -205,4 +205,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

@@ -40,11 +40,11 @@ def parse_args(argv=None):
                       help='your own files instead: ANLI .csv files (one set) or one HANS '
                            'heuristics_evaluation_set.txt (or .gz)')
     cli.add_k(parser, robustness.PAPER_K, 'neighbours of the kNN (the paper: 64)')
-    parser.add_argument('--n-validation', type=nlp_utils.positive_int, default=None,
+    parser.add_argument('--n-validation', type=cli.positive_int, default=None,
                         help='pairs that tune T and tau (default: half of ANLI, 10,000 of HANS)')
-    parser.add_argument('--seed', type=nlp_utils.seed, default=0,
+    parser.add_argument('--seed', type=cli.seed, default=0,
                         help='seed of the validation / test split')
-    parser.add_argument('--limit', type=nlp_utils.positive_int, default=None,
+    parser.add_argument('--limit', type=cli.positive_int, default=None,
                         help='a seeded sample of N pairs per set, balanced like the split '
                              '(for slow models; the tables name the set <name>-<N>)')
     cli.add_skip_bad_lines(parser)
@@ -140,4 +140,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    nlp_utils.run_cli(main)
+    cli.run_cli(main)

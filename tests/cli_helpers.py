@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from deepknn import dknn
+from deepknn.cli import run_cli
 from deepknn import model_setup
 from deepknn.dknn_settings import DkNNSettings
 import nlp_utils
@@ -59,7 +60,7 @@ def cli(main, argv, capsys):
     """Run `main(argv)` the way the scripts do: (exit status, stderr lines)."""
     capsys.readouterr()
     try:
-        nlp_utils.run_cli(lambda: main(argv))
+        run_cli(lambda: main(argv))
         status = 0
     except SystemExit as stop:
         status = stop.code

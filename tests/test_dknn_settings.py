@@ -29,7 +29,7 @@ def test_a_bad_setting_is_one_line_naming_the_parameter(fields, parameter, messa
     with pytest.raises(UserError) as raised:
         DkNNSettings(**fields)
     assert str(raised.value) == message and raised.value.parameter == parameter
-    assert raised.value.for_command_line() == '--' + parameter.replace('_', '-') + \
+    assert cli.command_line_message(raised.value) == cli.PARAMETER_FLAGS[parameter] + \
         message[len(parameter):]
 
 
@@ -80,5 +80,5 @@ def test_run_cli_names_the_flag_of_a_bad_setting(capsys):
     def main():
         DkNNSettings(k=0)
     with pytest.raises(SystemExit):
-        nlp_utils.run_cli(main)
+        cli.run_cli(main)
     assert capsys.readouterr().err.strip() == 'error: --k must be a positive integer, got 0'

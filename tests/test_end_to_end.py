@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from deepknn import model_setup, training
+from deepknn.cli import command_line_message
 from deepknn import dknn as dknn_lib
 from deepknn.dknn_settings import DkNNSettings
 import run_dknn
@@ -97,8 +98,9 @@ def test_same_seed_same_model(trained, data_files, tmp_path):
 def test_existing_folder_needs_force_and_resume_continues(data_files, tmp_path):
     out = tmp_path / 'run'
     train(out, data_files, '--epoch', '1')
-    with pytest.raises(UserError, match='--force'):
+    with pytest.raises(UserError) as error:
         train(out, data_files)
+    assert 'pass --force to replace it' in command_line_message(error.value)
     train(out, data_files, '--resume', '--epoch', '2')
     with open(str(out / 'log')) as f:
         assert [entry['epoch'] for entry in json.load(f)] == [1, 2]
@@ -405,7 +407,7 @@ def test_gpu_without_cupy_is_a_one_line_error():
         pytest.skip('cupy is installed')
     except ImportError:
         pass
-    with pytest.raises(UserError, match='--gpu 0 is not usable'):
+    with pytest.raises(UserError, match='`gpu` 0 is not usable'):
         model_setup.get_device(0)
 
 
@@ -448,7 +450,7 @@ def test_eval_file_of_a_named_dataset_uses_its_own_labels(tmp_path):
     assert by_id == by_name and [label for _, label in by_name] == [1, 0]
     # A malformed line is skipped when asked, on commands that read an --eval-file.
     named.write_text('positive good movie\nnegative\nmaybe so-so\n')
-    with pytest.raises(UserError, match='pass --skip-bad-lines'):
+    with pytest.raises(UserError, match='pass `skip_bad_lines`'):
         setup.evaluation_examples(eval_file=str(named))
     _, kept = setup.evaluation_examples(eval_file=str(named), skip_bad_lines=True)
     assert [label for _, label in kept] == [1]

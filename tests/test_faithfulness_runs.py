@@ -4,6 +4,7 @@ distinct variant, pairs moving only hypothesis words, the ranking rule for NaN m
 and the written report."""
 import csv
 import os
+import re
 import types
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from cli_helpers import tiny_run_with_dknn
 from deepknn import calibration
+from deepknn.cli import command_line_message
 from deepknn import dknn as dknn_lib
 from deepknn import faithfulness
 from deepknn import faithfulness_runs as runs
@@ -180,13 +182,13 @@ def test_nan_maps_are_ranked_by_the_gradient_else_nan_last():
 
 def test_calibrated_without_temperature_json_is_an_error_unless_optional(tmp_path):
     setup = types.SimpleNamespace(result_dir=str(tmp_path))
-    with pytest.raises(UserError, match='calibrated needs the temperature.*run python '
-                                        'scaling.py --model-setup .*args.json first'):
+    with pytest.raises(UserError, match='calibrated needs the temperature.*run `scaling` '
+                                        '`model_setup` .*args.json first'):
         runs.usable_methods(setup, 'conformity,calibrated,gradient')
     methods, notes = runs.usable_methods(setup, 'conformity,calibrated,gradient',
                                          optional=runs.DEFAULT_METHODS)
     assert methods == ('conformity', 'gradient')
-    assert len(notes) == 1 and 'calibrated left out' in notes[0] and 'scaling.py' in notes[0]
+    assert len(notes) == 1 and 'calibrated left out' in notes[0] and '`scaling`' in notes[0]
     with pytest.raises(UserError, match='none of calibrated can run'):
         runs.usable_methods(setup, ['calibrated'], optional=['calibrated'])
     (tmp_path / calibration.TEMPERATURE_FILE).write_text('{"temperature": 2.0}')
@@ -252,8 +254,10 @@ def test_cli_writes_markdown_csv_and_png(trained, tmp_path, monkeypatch):
     out = tmp_path / 'out'
     named = ['--results', str(results), '--out', str(out), 'faithfulness', '--run', 'run',
              '--split', 'dev', '--limit', '5', '--k', '5', '--backend', 'kdtree']
-    with pytest.raises(UserError, match='calibrated needs the temperature.*scaling.py'):
+    with pytest.raises(UserError) as error:
         paper_results.main(named + ['--methods', 'conformity,calibrated'])
+    assert re.search('calibrated needs the temperature.*run python scaling.py --model-setup '
+                     '.*args.json first', command_line_message(error.value))
     assert not out.exists()
     paper_results.main(named)   # the default methods: calibrated left out with a note
     stem = out / 'faithfulness_run_dev'

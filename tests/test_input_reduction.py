@@ -192,7 +192,7 @@ def test_before_after_and_summary(cnn):
 # ---------------------------------------------------------------- bad input
 def test_bad_input_is_one_line_user_error(cnn):
     setup, dknn = cnn
-    with pytest.raises(UserError, match='--beam 1'):
+    with pytest.raises(UserError, match='pass `beam` 1 or more'):
         ir.make_reducer('gradient', setup, max_beam=0)
     with pytest.raises(UserError, match='empty input'):
         ir.make_reducer('gradient', setup).reduce([([], None)])

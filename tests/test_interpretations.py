@@ -126,7 +126,7 @@ def test_conformity_prediction_is_the_argmax_of_conformity(setup_and_dknn):
 
 def test_calibrated_loo_uses_the_temperature(setup_and_dknn, tmp_path):
     setup, _ = setup_and_dknn
-    with pytest.raises(UserError, match='scaling.py'):
+    with pytest.raises(UserError, match='run `scaling` `model_setup` .*args.json first'):
         saliency.make_interpreter('calibrated', setup)
     nlp_utils.atomic_write_json(str(tmp_path / 'temperature.json'), {'temperature': 2.5})
     words = random_sentences(1, seed=6)[0]

@@ -260,5 +260,5 @@ def test_ivfpq_compresses_and_still_finds_the_cluster_neighbours(tmp_path):
     assert (labels[found] == np.arange(8)[:, None]).mean() > 0.95
     restored = knn_index.make_index('faiss', kind='ivfpq', nprobe=8).restore(index.saved_state())
     np.testing.assert_array_equal(restored.search(queries, 10)[1], found)
-    with pytest.raises(UserError, match='--pq-m 5 must divide the dimension 32'):
+    with pytest.raises(UserError, match='^pq_m 5 must divide the dimension 32$'):
         knn_index.make_index('faiss', kind='ivfpq', pq_m=5).build(vectors)

@@ -72,8 +72,10 @@ def test_an_unfinished_run_resumes_from_its_snapshot(tmp_path, monkeypatch):
 
 def fake_training(trained):
     """training.train writing what a finished run holds: its settings, the examples it
-    excluded (train_changes.json) and a test accuracy that falls with each one."""
-    def train(config, out, gpu=-1, force=False):
+    excluded (train_changes.json) and a test accuracy that falls with each one. The run
+    is made on behalf of the script, which names itself (the library names no script)."""
+    def train(config, out, gpu=-1, force=False, created_by='training'):
+        assert created_by == 'knn_removal.py'
         os.makedirs(out, exist_ok=True)
         model_setup.write_config(out, config)
         excluded = model_setup.read_exclusions(config.exclude_train)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from deepknn import splits as run_splits
+from deepknn.cli import command_line_message
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
 from deepknn.reports import knn_tables
@@ -145,7 +146,7 @@ def test_bad_hyperparameters_name_the_parameter_and_the_command_line_names_the_f
         with pytest.raises(UserError, match='^' + name + ' ') as raised:
             call()
         assert raised.value.parameter == name
-        assert raised.value.for_command_line().startswith('--' + name + ' ')
+        assert command_line_message(raised.value).startswith('--' + name + ' ')
     with pytest.raises(UserError, match='dev split has no examples'):
         knn.tune_backoff(np.zeros((0, 2)), neighbors(np.zeros((0, 1)), np.zeros((0, 1), int)),
                          [], [], 2, ks=[1])
@@ -179,7 +180,7 @@ def test_exclusion_and_label_noise_are_seeded_and_flip_to_another_label():
 def test_bad_training_changes_name_the_flag(kwargs, flag):
     with pytest.raises(UserError) as raised:
         run_splits.change_train(splits_of(50), 3, **kwargs)
-    assert raised.value.for_command_line().startswith(flag + ' ')
+    assert command_line_message(raised.value).startswith(flag + ' ')
 
 
 def test_training_flags_are_recorded_and_reproduced_at_load(tmp_path):

@@ -10,6 +10,8 @@ depths), `scripts/` and `benchmarks/`, imports inside functions included, and ch
   (d) a module under deepknn/ that the table does not place,
   (e) more than MAX_ROOT_FILES .py files at the root.
 The checker is a function of a graph, so each rule is also tested on a made-up graph.
+`message_violations` checks that the library names parameters, not a command's flags
+or scripts (rules (f)-(h) below), and is tested on a made-up tree.
 The layer table is docs/architecture.md's, its one copy, which must list every file of
 the project with its job (the first line of its docstring), and nothing else.
 """
@@ -165,7 +167,7 @@ def layer_rule(importer_layer, imported_layer):
     """None if a module of `importer_layer` may import one of `imported_layer`, else
     the rule it breaks."""
     if imported_layer == CLI:
-        if importer_layer != COMMAND_LINE:
+        if importer_layer not in (COMMAND_LINE, CLI):   # cli.py re-exports command_line.py
             return ('deepknn.cli (the command lines\' shared flags) may be imported only by '
                     'layer 5 (root scripts, scripts/, benchmarks/), not by {}'
                     .format(describe(importer_layer)))
@@ -334,6 +336,119 @@ def test_no_library_module_passes_about_400_lines():
                 if n_lines > MAX_MODULE_LINES:
                     long.append('{} ({} lines)'.format(os.path.relpath(path, ROOT), n_lines))
     assert not long, 'split along the job boundary: ' + ', '.join(long)
+
+
+# ---------------------------------------------------------------- library messages
+# The library names parameters, never a command's flags or scripts (deepknn/cli.py turns
+# a parameter named in backticks into its flag, and `scaling` into its command line):
+#   (f) no function under deepknn/ takes a parameter named `args` (parsed flags);
+#   (g) no string in a `raise` or a UserError(...) under deepknn/ names a --flag;
+#   (h) no string under deepknn/ (docstrings aside; comments are not strings) names a
+#       command: a root script, a file of scripts/, or `make TARGET` of the Makefile.
+# deepknn/cli.py and deepknn/command_line.py, the command lines' own modules (they turn
+# parsed flags into typed settings and parameters back into flags), are exempt.
+COMMAND_PLUMBING = {'deepknn/cli.py', 'deepknn/command_line.py'}
+FLAG = re.compile(r'(?<![\w-])--[A-Za-z]')
+# Another program's command line in backticks (`ray start --head`) names its flags, not ours.
+OTHER_PROGRAM = re.compile(r'`ray [^`]*`')
+
+
+def command_pattern(root):
+    """A regex finding a command's name: the root's scripts (not the building blocks),
+    the files of scripts/ (alone or as scripts/NAME) and `make TARGET`."""
+    names = [name for name in os.listdir(root)
+             if name.endswith('.py') and name[:-len('.py')] not in BUILDING_BLOCKS]
+    scripts = os.path.join(root, 'scripts')
+    names += [name for name in os.listdir(scripts) if name.endswith(('.py', '.sh'))] \
+        if os.path.isdir(scripts) else []
+    with open(os.path.join(root, 'Makefile'), encoding='utf-8') as makefile:
+        targets = re.findall(r'^([A-Za-z][\w-]*):(?!=)', makefile.read(), re.MULTILINE)
+    return re.compile(r'(?<![\w.-])(?:scripts/)?({})(?![\w-])|\bmake ({})(?![\w-])'.format(
+        '|'.join(map(re.escape, sorted(names))), '|'.join(map(re.escape, sorted(targets)))))
+
+
+def _strings(node, skip=()):
+    """(line, text) of every string constant under `node`, f-string parts included."""
+    return [(c.lineno, c.value) for c in ast.walk(node) if isinstance(c, ast.Constant)
+            and isinstance(c.value, str) and id(c) not in skip]
+
+
+def _docstrings(tree):
+    """ids of the docstring constants of a module, its classes and functions."""
+    owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, owners) and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+
+
+def _messages(tree):
+    """The raise statements and UserError(...) calls of a module."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Raise) or (
+        isinstance(node, ast.Call) and getattr(node.func, 'id', getattr(node.func, 'attr', ''))
+        == 'UserError')]
+
+
+def message_violations(root=ROOT):
+    """'path:line: problem' for every break of rules (f)-(h) under root/deepknn/."""
+    commands, found = command_pattern(root), set()
+    for path in project_files(root):
+        if not path.startswith('deepknn/'):
+            continue
+        if path in COMMAND_PLUMBING:
+            continue
+        with open(os.path.join(root, path), encoding='utf-8') as source:
+            tree = ast.parse(source.read())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and any(
+                    p.arg == 'args' for p in node.args.posonlyargs + node.args.args
+                    + node.args.kwonlyargs):
+                found.add((path, node.lineno, 'takes `args`: pass typed values'))
+        for line, text in {s for node in _messages(tree) for s in _strings(node)}:
+            if FLAG.search(OTHER_PROGRAM.sub('', text)):
+                found.add((path, line, 'message names a flag: name the parameter, '
+                                       'in backticks'))
+        for line, text in _strings(tree, _docstrings(tree)):
+            if commands.search(text):
+                found.add((path, line, 'names the command {!r}: let the caller name '
+                                       'it'.format(commands.search(text).group(0))))
+    return ['{}:{}: {}'.format(*problem) for problem in sorted(found)]
+
+
+def test_the_library_names_parameters_not_flags_or_commands():
+    problems = message_violations()
+    assert not problems, 'library messages (docs/architecture.md):\n' + '\n'.join(problems)
+
+
+def test_each_message_rule_fails_on_a_planted_violation(tmp_path):
+    (tmp_path / 'Makefile').write_text('.PHONY: demo\ndemo: venv\n\tpython run_x.py\nX := 1\n')
+    for name in ('run_x.py', 'nlp_utils.py'):
+        (tmp_path / name).write_text('')
+    (tmp_path / 'scripts').mkdir()
+    (tmp_path / 'scripts' / 'train.sh').write_text('')
+    (tmp_path / 'deepknn').mkdir()
+    (tmp_path / 'deepknn' / '__init__.py').write_text('"""Made by run_x.py (make demo)."""\n')
+    (tmp_path / 'deepknn' / 'cli.py').write_text(
+        "def settings(args):\n    raise UserError('--k needs python run_x.py')\n")
+    (tmp_path / 'deepknn' / 'bad.py').write_text(
+        'def report(setup, args):\n'                                    # line 1: (f)
+        "    raise UserError('pass --k 5')\n"                           # 2: (g)
+        'def ok(*args, **kwargs):\n'                                    # varargs are fine
+        "    # run_x.py --k: a comment\n"
+        "    raise UserError('choose a smaller `k`; see nlp_utils.py, make it -- or not')\n"
+        "    raise UserError('start one with `ray start --head`')\n"   # another program's flag
+        "def hint():\n"
+        "    return 'run run_x.py, then scripts/train.sh; --k is no message here'\n"  # 8: (h)
+        "def step(x):\n"
+        "    raise KeyError(f'{x}: make demo first')\n"                 # 10: (h)
+        "check = lambda args: UserError('train.sh --force')\n")         # 11: (f), (g), (h)
+    assert message_violations(str(tmp_path)) == [
+        'deepknn/bad.py:1: takes `args`: pass typed values',
+        'deepknn/bad.py:2: message names a flag: name the parameter, in backticks',
+        "deepknn/bad.py:8: names the command 'run_x.py': let the caller name it",
+        "deepknn/bad.py:10: names the command 'make demo': let the caller name it",
+        'deepknn/bad.py:11: message names a flag: name the parameter, in backticks',
+        "deepknn/bad.py:11: names the command 'train.sh': let the caller name it",
+        'deepknn/bad.py:11: takes `args`: pass typed values']
 
 
 def test_the_reader_sees_the_project_and_its_imports():

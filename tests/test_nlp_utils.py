@@ -175,14 +175,6 @@ def test_atomic_write_files_replaces_all_or_none(tmp_path):
     assert sorted(os.listdir(str(tmp_path))) == ['a.json', 'b.csv', 'c.png']
 
 
-def test_positive_int_rejects_zero():
-    import argparse
-    assert nlp_utils.positive_int('3') == 3
-    for bad in ('0', '-2', 'x'):
-        with pytest.raises(argparse.ArgumentTypeError, match='>= 1'):
-            nlp_utils.positive_int(bad)
-
-
 def test_text_is_written_as_utf8(tmp_path):
     nlp_utils.atomic_write_text(str(tmp_path / 'a.html'), 'caf\u00e9 \u2014')
     assert (tmp_path / 'a.html').read_bytes() == 'caf\u00e9 \u2014'.encode('utf-8')
@@ -240,35 +232,9 @@ def test_read_json_names_the_expected_kind(tmp_path):
         nlp_utils.read_json(str(path), 'calibration split', dict)
 
 
-@pytest.mark.parametrize('parse, text', [
-    (nlp_utils.positive_int, '0'), (nlp_utils.non_negative_int, '-1'),
-    (nlp_utils.fraction, '1.5'), (nlp_utils.fraction, '1'), (nlp_utils.fraction, 'nan'),
-    (nlp_utils.positive_int, 'many')])
-def test_argument_types_refuse_out_of_range_values(parse, text):
-    import argparse
-    with pytest.raises(argparse.ArgumentTypeError, match='must be'):
-        parse(text)
-
-
 def test_ptb_escapes_are_shown_as_the_characters_they_stand_for():
     assert [nlp_utils.ptb_text(t) for t in ['-LRB-', '-rrb-', '``', "''", 'and\\/or', '\\*', 'x']] \
         == ['(', ')', '"', '"', 'and/or', '*', 'x']
-
-
-def test_machine_load_counts_other_running_processes(monkeypatch):
-    """/proc/loadavg's running count includes the reader: 3 running -> 2 others."""
-    import io
-    from deepknn import cli
-    monkeypatch.setattr(cli.os, 'getloadavg', lambda: (4.31, 1.0, 0.5))
-    monkeypatch.setattr(cli.os, 'cpu_count', lambda: 2)
-    monkeypatch.setattr(cli, 'open', lambda *a, **k: io.StringIO('4.31 1.00 0.50 3/250 999\n'),
-                        raising=False)
-    assert cli.machine_load() == '2 CPUs, 2 other processes running, load average 4.3'
-
-    def no_proc(*args, **kwargs):
-        raise OSError('no /proc here')
-    monkeypatch.setattr(cli, 'open', no_proc, raising=False)
-    assert cli.machine_load() == '2 CPUs, load average 4.3'
 
 
 def test_parameters_digest_ignores_member_order_and_layout(tmp_path):
@@ -342,11 +308,3 @@ def test_a_chainer_npz_round_trips_and_a_full_disk_fails_once(tmp_path, monkeypa
         nlp_utils.save_chainer_npz(FullDisk(1000), model)
     gc.collect()
     assert late == []
-
-
-def test_ctrl_c_in_any_command_is_one_line_and_exit_130(capsys):
-    def interrupted():
-        raise KeyboardInterrupt
-    with pytest.raises(SystemExit) as stop:
-        nlp_utils.run_cli(interrupted)
-    assert stop.value.code == 130 and capsys.readouterr().err == 'interrupted\n'

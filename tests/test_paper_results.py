@@ -18,6 +18,8 @@ from deepknn.model_setup import RunConfig
 from deepknn.leave_one_out import Interpretation
 from nlp_utils import UserError
 
+SCRIPT = paper_results.TRAINING_SCRIPT   # what the training table's rerun commands call
+
 
 def args_json(**values):
     """args.json text of a run: the fields every folder has, plus `values`."""
@@ -295,27 +297,27 @@ def test_training_table_names_each_run_and_its_weights_and_keeps_runs_trained_el
 def test_training_table_rejects_an_unreadable_earlier_row(tmp_path):
     (tmp_path / 'training.csv').write_text('dataset,model,command\nTREC,cnn,python train.py\n')
     with pytest.raises(UserError, match=r'training.csv line 2: unreadable training row'):
-        training_table.carried_rows(str(tmp_path / 'training.csv'), [])
+        training_table.carried_rows(str(tmp_path / 'training.csv'), [], SCRIPT)
 
 
 def test_rerun_command_names_every_changed_setting():
     config = RunConfig.from_json(json.loads(args_json(
         dataset='cad-snli-augmented', model='bilstm', epoch=30, seed=777, vocab='pretrained',
         layer=1, n_calib=833, unit=300, dev_file='/data/snli_1.0/snli_1.0_dev.jsonl')))
-    assert training_table.rerun_command('results/cad-snli-augmented_bilstm', config) == (
+    assert training_table.rerun_command('results/cad-snli-augmented_bilstm', config, SCRIPT) == (
         'scripts/train_and_dknn.sh cad-snli-augmented bilstm --layer 1 --n-calib 833'
         ' --dev-file .../snli_1.0_dev.jsonl')
     old_run = RunConfig.from_json(json.loads(args_json(epoch=5, seed=1)))   # before --vocab
-    assert training_table.rerun_command('results/TREC_cnn_x', old_run) == (
+    assert training_table.rerun_command('results/TREC_cnn_x', old_run, SCRIPT) == (
         'RUN=TREC_cnn_x scripts/train_and_dknn.sh TREC cnn --epoch 5 --seed 1 --vocab train')
     # A transformer's units, layers and dropout are its checkpoint's: never shown as flags.
     minilm = RunConfig.from_json(json.loads(args_json(
         dataset='stsa.binary', model='minilm', epoch=3, batchsize=32, lr=3e-5, unit=384,
         layer=6, dropout=0.1, vocab='pretrained')))
-    assert training_table.rerun_command('results/stsa.binary_minilm', minilm) == (
+    assert training_table.rerun_command('results/stsa.binary_minilm', minilm, SCRIPT) == (
         'scripts/train_and_dknn.sh stsa.binary minilm')
     assert training_table.rerun_command('results/stsa.binary_minilm', minilm.replace(
-        epoch=5, lr=2e-5)).endswith('minilm --epoch 5 --lr 2e-05')
+        epoch=5, lr=2e-5), SCRIPT).endswith('minilm --epoch 5 --lr 2e-05')
 
 
 def test_faithfulness_summary_gives_each_difference_its_verdict(tmp_path):

@@ -7,6 +7,7 @@ import types
 import pytest
 
 from deepknn import calibration
+from deepknn.cli import command_line_message
 from deepknn import model_setup
 from deepknn import result_folder
 from deepknn.reports import saliency_report
@@ -163,7 +164,7 @@ def test_a_model_without_calibration_split_gives_softmax_only(run, tmp_path, mon
     flags = ['--model-setup', run, '--input', str(tmp_path / 'new.txt')]
     with pytest.raises(UserError) as error:
         predict.main(flags + ['--out', str(tmp_path / 'a')])
-    assert error.value.for_command_line().startswith('--methods conformity')
+    assert command_line_message(error.value).startswith('--methods conformity')
     predict.main(flags + ['--out', str(tmp_path / 'b'), '--methods', 'none'])
     row, = read_csv(str(tmp_path / 'b.csv'))
     assert row['prediction'] == 'pos' and 'credibility' not in row

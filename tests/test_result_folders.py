@@ -1,6 +1,6 @@
 """Nothing a user owns is lost: --force, --resume, locks, failed runs, stale temp files.
 
-Every case runs a CLI as a user would (nlp_utils.run_cli: exit status 2 and one line on
+Every case runs a CLI as a user would (cli.run_cli: exit status 2 and one line on
 stderr for a user error) and checks that what existed before is byte-identical after.
 """
 import json

@@ -6,6 +6,7 @@ import os
 import pytest
 
 import cli_helpers
+from deepknn.cli import command_line_message
 from deepknn.rajani import knn_representations as knn
 from deepknn import model_setup
 from deepknn.reports import knn_tables
@@ -81,7 +82,7 @@ def test_bad_backoff_flags_are_one_line_errors(runs, flags, message):
     folder, plain, _ = runs
     with pytest.raises(UserError) as error:
         cli.main(['backoff', '--model-setup', plain, '--table', str(folder / 'bad')] + flags)
-    shown = error.value.for_command_line()   # what the command line prints
+    shown = command_line_message(error.value)   # what the command line prints
     assert shown.startswith(message) and '\n' not in shown
     assert ('smaller' in shown) == (flags == ['--k', '100000'])
 

@@ -9,6 +9,7 @@ import pytest
 
 from deepknn.reports import plots
 from deepknn import calibration
+from deepknn.cli import command_line_message
 from nlp_utils import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,8 +163,10 @@ def test_reliability_diagram_writes_a_png(tmp_path):
 def test_load_temperature_round_trip_and_missing_file(tmp_path):
     with pytest.raises(UserError) as info:
         calibration.load_temperature(str(tmp_path))
-    expected = 'no temperature.json in {0}; run python scaling.py --model-setup {0}/args.json first'
-    assert str(info.value) == expected.format(tmp_path)
+    expected = 'no temperature.json in {0}; run `scaling` `model_setup` {0}/args.json first'
+    assert str(info.value) == expected.format(tmp_path)   # a Python caller's view
+    shown = 'no temperature.json in {0}; run python scaling.py --model-setup {0}/args.json first'
+    assert command_line_message(info.value) == shown.format(tmp_path)
     (tmp_path / 'temperature.json').write_text(json.dumps({'temperature': 1.7}))
     assert calibration.load_temperature(str(tmp_path)) == 1.7
     (tmp_path / 'temperature.json').write_text(json.dumps({'temperature': -1}))

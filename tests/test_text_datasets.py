@@ -134,7 +134,7 @@ def test_malformed_line_raises_with_file_and_line(tmp_path, bad_line, problem):
     write(folder / 'TREC.test.all', '1 Which ?\n')
     with pytest.raises(UserError) as error:
         load_dataset('TREC', data_dir=str(tmp_path))
-    assert str(error.value) == '{} line 3: {}; fix the line or pass --skip-bad-lines'.format(
+    assert str(error.value) == '{} line 3: {}; fix the line or pass `skip_bad_lines`'.format(
         path, problem)
     dataset = load_dataset('TREC', data_dir=str(tmp_path), skip_bad_lines=True)
     assert dataset.n_bad_lines == 1
@@ -225,7 +225,7 @@ def test_make_splits_without_calibration(tmp_path):
 
 def test_make_splits_rejects_too_large_calibration(tmp_path):
     dataset = load_dataset('subj', data_dir=write_all_file(tmp_path, n=200))
-    with pytest.raises(UserError, match='--n-calib 150 is too large'):
+    with pytest.raises(UserError, match='`n_calib` 150 is too large'):
         make_splits(dataset, n_calib=150)
     assert len(make_splits(dataset, n_calib=144).train) == 18
 
@@ -377,7 +377,7 @@ def test_network_failure_suggests_data_dir(served):
         load_dataset('mpqa')
     message = str(error.value)
     assert text_datasets.SENT_CONV_URL + 'mpqa.all' in message
-    assert '--data-dir' in message and 'DKNN_DATA_DIR' in message
+    assert 'its folder as `data_dir`' in message and 'DKNN_DATA_DIR' in message
 
 
 def zip_bytes(members):

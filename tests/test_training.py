@@ -73,7 +73,7 @@ def test_ctrl_c_during_training_is_one_line_exit_130_and_resume_continues(tmp_pa
     errors = [line for line in err.replace('\r', '\n').splitlines()
               if line.strip() and '%|' not in line]
     assert running.returncode == 130 and errors == [
-        'interrupted: training stopped; rerun with --resume --out {} to continue from the '
+        'interrupted: training stopped; rerun with --resume and --out {} to continue from the '
         'last finished epoch'.format(out)]
     assert (out / training.SNAPSHOT).exists() and not (out / 'train_result.json').exists()
     done = subprocess.run(command + ['--resume', '--out', str(out), '--epoch', '2'],

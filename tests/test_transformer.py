@@ -127,7 +127,7 @@ def test_changed_byte_in_the_packaged_folder_is_refused(minilm, tmp_path, name):
         byte = f.read(1)
         f.seek(1000)
         f.write(bytes([byte[0] ^ 1]))
-    with pytest.raises(UserError, match=r'{}.*{}.*make venv'.format(
+    with pytest.raises(UserError, match=r'{}.*{}.*reinstall it as requirements-model'.format(
             name.replace('.', r'\.'), P.PACKAGED_SHA256[name])) as error:
         P.checkpoint(cache_dir=str(tmp_path))
     assert '\n' not in str(error.value)

@@ -61,9 +61,9 @@ def export_data(session, split, limit, produced_by):
             'rows': {split: [table.row(i) for i in range(len(examples))]}}
 
 
-def write_export(folder, data, created_by='explore.py'):
-    """The static folder of `data` (export_data), swapped in whole; the caller holds no
-    other lock on it."""
+def write_export(folder, data, created_by='explorer'):
+    """The static folder of `data` (export_data), swapped in whole and marked as made by
+    `created_by`; the caller holds no other lock on it."""
     text = json.dumps(data, ensure_ascii=True)
     with result_folder.lock(folder, created_by):
         with result_folder.staged(folder, created_by) as staging:

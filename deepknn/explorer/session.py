@@ -71,7 +71,7 @@ class ExplorerSession:
         self.training_views = {}    # shown split -> tables.training_view
 
     @classmethod
-    def open(cls, model_setup_path, settings):
+    def open(cls, model_setup_path, settings, purpose='explorer'):
         """Load the run once; the DkNN caches are written (under the folder's lock) only
         when missing or stale, so an explored folder is otherwise only read."""
         setup = model_setup.load_setup(model_setup_path, settings.gpu, settings.data_dir)

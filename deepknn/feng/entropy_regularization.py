@@ -88,7 +88,7 @@ def reduced_training_set(setup, importance='gradient', beam=input_reduction.DEFA
     inputs = reduced_inputs(reductions)
     # Locked only while writing: the reduction takes long and other analyses of the
     # parent folder should not wait for it (a concurrent twin would write the same file).
-    with result_folder.lock(setup.result_dir, 'finetune_entropy.py'):
+    with result_folder.lock(setup.result_dir, 'reduced training set'):
         nlp_utils.atomic_write_json(path, {'key': key, 'importance': importance, 'beam': beam,
                                            'inputs': [list(x) if isinstance(x, tuple) else x
                                                       for x in inputs]})
@@ -205,10 +205,12 @@ def check_finite(model, history):
                         'the learning rate (lr) or lambda')
 
 
-def write_finetuned_folder(out, parent_setup, model, settings, history):
+def write_finetuned_folder(out, parent_setup, model, settings, history,
+                           created_by='entropy fine-tuning'):
     """Write the fine-tuned model as a result folder load_setup reads: args.json (the
     parent's, plus 'finetuned_from' and `settings`), vocab.json and calib.json copied
-    from the parent, best_model.npz, and RECORD with settings and loss history.
+    from the parent, best_model.npz, and RECORD with settings and loss history; its
+    marker names `created_by`.
 
     Call while holding the lock of `out`, having checked that it may be (re)placed
     (result_folder.check_new_out): built in a marked staging sibling and swapped in."""
@@ -217,7 +219,7 @@ def write_finetuned_folder(out, parent_setup, model, settings, history):
     parent_dir = parent_setup.result_dir
     parent = os.path.relpath(parent_dir, out)
     config = parent_setup.config.replace(finetuned_from=parent, **settings)
-    with result_folder.staged(out, 'finetune_entropy.py') as staging:
+    with result_folder.staged(out, created_by) as staging:
         for name in ('vocab.json', 'calib.json'):
             shutil.copyfile(os.path.join(parent_dir, name), os.path.join(staging, name))
         manifest.record(staging, ['vocab.json', 'calib.json'])

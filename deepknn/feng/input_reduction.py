@@ -108,7 +108,7 @@ def _check_numbers(values, kind, name):
 def check_beam(max_beam):
     """UserError unless the maximum beam size k is at least 1."""
     if max_beam < 1:
-        raise UserError('the beam size must be at least 1, got {}; pass --beam 1 or more'
+        raise UserError('the beam size must be at least 1, got {}; pass `beam` 1 or more'
                         .format(max_beam))
 
 

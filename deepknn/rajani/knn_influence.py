@@ -172,7 +172,7 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
     flipped = np.asarray(setup.splits.flipped_indices, dtype=np.int64)
     if len(flipped) == 0:
         raise UserError('{} was trained without flipped labels; re-train with '
-                            '--label-noise 0.1'.format(setup.result_dir))
+                            '`label_noise` 0.1'.format(setup.result_dir))
     if not setup.splits.dev:
         raise UserError('{}: the dev split has no examples; the detection rule needs one'
                             .format(setup.result_dir))

@@ -177,7 +177,7 @@ def tune_backoff(model_proba, neighbors, labels, signal, n_class, ks, temperatur
     labels = np.asarray(labels)
     if len(labels) == 0:
         raise UserError('the dev split has no examples; tuning k, T and tau needs a dev '
-                        'split (re-train with a dataset that has one or --dev-fraction > 0)')
+                        'split (re-train with a dataset that has one or `dev_fraction` > 0)')
     thresholds = np.asarray(thresholds, dtype=np.float64)
     model_correct = predicted(model_proba, collapse) == labels
     keep = np.asarray(signal)[:, None] > thresholds[None, :]             # (M, n_thresholds)
@@ -337,7 +337,7 @@ def backoff_experiment(setup, layer=-2, dknn_settings=dknn_settings_lib.DkNNSett
             'temperatures': None if temperature is None else [temperature]}
     if not setup.splits.dev:
         raise UserError('{}: the dev split has no examples; tuning k, T and tau needs one '
-                        '(re-train with --dev-fraction > 0)'.format(setup.result_dir))
+                        '(re-train with `dev_fraction` > 0)'.format(setup.result_dir))
     if k is not None:   # before the activations are cached
         check_k(k, len(setup.splits.train))
     classifier = classifier_from_setup(setup, layer, batchsize, dknn_settings.engine)

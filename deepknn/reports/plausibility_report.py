@@ -232,10 +232,10 @@ class SummaryInputs:
 
 
 def read_rows(path, how):
-    """The rows of a CSV written by an earlier command; UserError naming `how` to make it."""
+    """The rows of a CSV written by an earlier command; UserError naming `how` to make it
+    (a subcommand of `paper_results`, with its parameters in backticks)."""
     if not os.path.exists(path):
-        raise UserError('{} does not exist; make it with python paper_results.py {}'.format(
-            path, how))
+        raise UserError('{} does not exist; make it with `paper_results` {}'.format(path, how))
     with open(path, newline='', encoding='utf-8') as f:
         return list(csv.DictReader(f))
 
@@ -265,7 +265,7 @@ def gather_summary(folder, runs, thresholds, classifiers=('softmax', 'conformity
     text = ','.join('{:g}'.format(t) for t in thresholds)
     for run in runs:
         stem = 'plausibility_{}'.format(run)
-        table = read_rows(os.path.join(folder, stem + '.csv'), 'plausibility --run ' + run)
+        table = read_rows(os.path.join(folder, stem + '.csv'), 'plausibility `run` ' + run)
         try:
             rows += [row for t in thresholds for row in summary_rows(run, table, t)]
             plausible = method_means(table, auprc)
@@ -273,8 +273,8 @@ def gather_summary(folder, runs, thresholds, classifiers=('softmax', 'conformity
                 raise KeyError(auprc)
         except (KeyError, ValueError) as error:
             raise UserError('{}.csv is not a plausibility table at thresholds '
-                            '{} ({}: {}); remake it with python paper_results.py --overwrite '
-                            'plausibility --run {} --thresholds {}'.format(
+                            '{} ({}: {}); remake it with `paper_results` `overwrite` '
+                            'plausibility `run` {} `thresholds` {}'.format(
                                 stem, text, type(error).__name__, error, run, text))
         weights.append('{}: plausibility {} ({} sentences)'.format(
             run, table_weights(folder, stem), sentences(table)))

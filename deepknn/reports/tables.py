@@ -69,6 +69,6 @@ def carried_note(carried, table, results_dir):
         nlp_utils.count(len(runs), 'run'), table, results_dir, ', '.join(runs))
     if unhashed:
         note += ('{} of them {} tabled before tables named their weights (model_sha256 '
-                 '"{}"); rerunning its scripts/train_and_dknn.sh command records it.\n'.format(
+                 '"{}"); rerunning its training command records it.\n'.format(
                      len(unhashed), 'was' if len(unhashed) == 1 else 'were', NOT_RECORDED))
     return note

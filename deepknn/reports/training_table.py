@@ -1,8 +1,9 @@
 """The training table: accuracy, speed, memory and weights hash of every training run.
 
-One row per result folder (training_rows), each with the scripts/train_and_dknn.sh call
-that makes it again (rerun_command). As in Table 1, the rows of runs this checkout does
-not have are kept from the previous training.csv (carried_rows).
+One row per result folder (training_rows), each with the call of the training script
+(scripts/train_and_dknn.sh, named by the caller) that makes it again (rerun_command). As
+in Table 1, the rows of runs this checkout does not have are kept from the previous
+training.csv (carried_rows).
 """
 import os
 
@@ -35,9 +36,10 @@ def training_folders(results_dir):
             and os.path.exists(os.path.join(results_dir, name, 'train_result.json'))]
 
 
-def training_row(folder):
+def training_row(folder, rerun_script):
     """Accuracy (%), seconds per epoch, peak memory (MB, None without time.txt), weights
-    hash and rerun command of one training run, from its result folder."""
+    hash and rerun command (a call of `rerun_script`) of one training run, from its
+    result folder."""
     config = model_setup.read_config(os.path.join(folder, 'args.json'))
     result = nlp_utils.read_json(os.path.join(folder, 'train_result.json'), 'training result',
                                  dict)
@@ -56,11 +58,12 @@ def training_row(folder):
             'seconds_per_epoch': round(log[-1]['elapsed_time'] / log[-1]['epoch'], 1),
             'peak_memory_mb': round(int(timing['peak_rss_kb']) / 1024) if timing else None,
             'model_sha256': model_setup.model_digest(folder, config.model_path),
-            'command': rerun_command(folder, config)}
+            'command': rerun_command(folder, config, rerun_script)}
 
 
-def rerun_command(folder, config):
-    """The scripts/train_and_dknn.sh call that makes this result folder again."""
+def rerun_command(folder, config, rerun_script):
+    """The call of `rerun_script` (scripts/train_and_dknn.sh: DATASET MODEL FLAGS, the run
+    folder name in $RUN) that makes this result folder again."""
     name, default_name = os.path.basename(folder), '{}_{}'.format(config.dataset,
                                                                  config.model)
     settings = config.to_json()   # folders from before --vocab have vocab 'train'
@@ -75,32 +78,33 @@ def rerun_command(folder, config):
             flags += ' --{} .../{}'.format(flag.replace('_', '-'),
                                            os.path.basename(getattr(config, flag)))
     prefix = '' if name == default_name else 'RUN={} '.format(name)
-    return '{}scripts/train_and_dknn.sh {} {}{}'.format(prefix, config.dataset,
-                                                          config.model, flags)
+    return '{}{} {} {}{}'.format(prefix, rerun_script, config.dataset, config.model, flags)
 
 
-def run_of_command(command):
-    """The run folder name a rerun_command makes: RUN=name, else DATASET_MODEL. Reads the
-    rows of training.csv files written before the table had a run column."""
+def run_of_command(command, rerun_script):
+    """The run folder name a rerun_command (a call of `rerun_script`) makes: RUN=name,
+    else DATASET_MODEL. Reads the rows of training.csv files written before the table
+    had a run column."""
     words = command.split()
     if words and words[0].startswith('RUN='):
         return words[0][len('RUN='):]
     try:
-        dataset, model = words[words.index('scripts/train_and_dknn.sh') + 1:][:2]
+        dataset, model = words[words.index(rerun_script) + 1:][:2]
     except ValueError:
         raise UserError('unreadable command {!r}'.format(command)) from None
     return '{}_{}'.format(dataset, model)
 
 
-def carried_rows(previous_csv, rows):
+def carried_rows(previous_csv, rows, rerun_script):
     """The rows of an earlier training.csv for runs not among ROWS, as written (blank
     cells None); model_sha256 tables.NOT_RECORDED where that table had none; []
-    without that file."""
+    without that file. Rows without a run name take it from their call of
+    `rerun_script`."""
     fresh = {row['run'] for row in rows}
     carried = []
     for line, row in tables.previous_rows(previous_csv):
         try:
-            run = row.get('run') or run_of_command(row['command'] or '')
+            run = row.get('run') or run_of_command(row['command'] or '', rerun_script)
             kept = {column: row.get(column) or None for column in COLUMNS}
         except (KeyError, UserError) as error:
             raise UserError('{} line {}: unreadable training row ({}); delete that row or '
@@ -112,9 +116,10 @@ def carried_rows(previous_csv, rows):
     return carried
 
 
-def training_rows(results_dir, previous_csv):
+def training_rows(results_dir, previous_csv, rerun_script):
     """(rows, carried): a row per trained folder under RESULTS_DIR plus the carried
-    rows of PREVIOUS_CSV, sorted by run name; carried alone, for the header's note."""
-    rows = [training_row(folder) for folder in training_folders(results_dir)]
-    carried = carried_rows(previous_csv, rows)
+    rows of PREVIOUS_CSV, sorted by run name; carried alone, for the header's note.
+    The command column calls `rerun_script` (scripts/train_and_dknn.sh)."""
+    rows = [training_row(folder, rerun_script) for folder in training_folders(results_dir)]
+    carried = carried_rows(previous_csv, rows, rerun_script)
     return sorted(rows + carried, key=lambda row: row['run']), carried
