@@ -20,7 +20,9 @@ def two_nodes():
     ray.shutdown()                       # not the one-node Ray of another test module
     cluster = Cluster(initialize_head=True, head_node_args={'num_cpus': 1})
     cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address)    # the driver joins as the engine would
     cluster.wait_for_nodes()
+    assert sum(node['Alive'] for node in ray.nodes()) == 2
     yield cluster.address
     ray.shutdown()
     cluster.shutdown()

@@ -174,16 +174,22 @@ def sharded_indexes(engine, parts, searched_layers, model_dir, progress=True):
 
 def open_searchers(engine, folder, manifest, searched_layers):
     """One ShardSearcher actor per shard, each checked ready (a UserError otherwise),
-    spread over the cluster's nodes (so every node searches, as docs/ray.md advises);
-    says on how many nodes they landed."""
+    dealt round-robin over the cluster's live nodes (Ray's SPREAD is best effort and
+    may put them all on one), so every node searches, as docs/ray.md advises; says on
+    how many nodes they landed."""
     import ray
-    actor = ray.remote(num_cpus=0, scheduling_strategy='SPREAD')(ShardSearcher)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    actor = ray.remote(num_cpus=0)(ShardSearcher)
+    nodes = sorted(node['NodeID'] for node in ray.nodes() if node['Alive'])
     searchers = []
     for shard in range(engine.shards):
         paths = [shards.shard_path(folder, layer, shard) for layer in searched_layers]
         digests = [manifest['shards'][position][shard][0]
                    for position in range(len(searched_layers))]
-        searchers.append(actor.remote(paths, digests, engine.nprobe))
+        # soft: a node that leaves meanwhile does not strand its shard
+        where = NodeAffinitySchedulingStrategy(nodes[shard % len(nodes)], soft=True)
+        searchers.append(actor.options(scheduling_strategy=where).remote(
+            paths, digests, engine.nprobe))
     answers = engine_lib.get([searcher.ready.remote() for searcher in searchers])
     for problem, _ in answers:
         if problem:
