@@ -99,11 +99,16 @@ def prediction_rows(setup, inputs, dknn, batchsize):
     return rows
 
 
+def output_stem(args):
+    """DIR/STEM of the outputs. --out was an output path: `--out DIR/STEM` (no --name)
+    still writes DIR/STEM.csv, ..."""
+    return cli.output_stem(args, cli.RESULTS, 'predictions', out_was_path=True)
+
+
 def main(argv=None):
     args = parse_args(argv)
     methods = [] if args.methods == 'none' else saliency.parse_methods(args.methods, '--methods')
-    # --out was an output path: `--out DIR/STEM` still writes DIR/STEM.csv, ...
-    stem = cli.output_stem(args, cli.RESULTS, 'predictions', out_was_path=True)
+    stem = output_stem(args)
     outputs = [stem + suffix for suffix in ('.csv', '.md')] + (
         [stem + '.html', stem + '_importances.csv'] if methods else [])
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)

@@ -135,6 +135,11 @@ def _rounded(value):
     return None if value is None else round(value, 3)
 
 
+def output_stem(args, run):
+    """DIR/STEM of the table; the importances' files are STEM_<importance>.*"""
+    return cli.output_stem(args, cli.RESULTS, 'reduction_{}_{}'.format(run, args.split))
+
+
 def main(argv=None):
     args = parse_args(argv)
     importances = parse_importances(args.importance)
@@ -145,7 +150,7 @@ def main(argv=None):
     if not examples:
         raise UserError('the {} split is empty; choose another --split'.format(args.split))
     run = os.path.basename(setup.result_dir)
-    stem = cli.output_stem(args, cli.RESULTS, 'reduction_{}_{}'.format(run, args.split))
+    stem = output_stem(args, run)
     cli.check_new_outputs([stem + '.md'], args.overwrite)   # after the inputs
     # Held until the outputs are written: a second call with the same outputs stops here,
     # and what a killed call left beside them is removed.
