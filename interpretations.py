@@ -30,9 +30,7 @@ from nlp_utils import UserError
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--methods', default=','.join(saliency.DEFAULT_METHODS),
-                        help='comma-separated method names. {}'.format(
-                            saliency.describe_methods().replace('%', '%%')))
+    cli.add_methods(parser, saliency.DEFAULT_METHODS)
     evaluated = parser.add_mutually_exclusive_group()
     cli.add_split(evaluated, help='split whose first --limit examples are interpreted')
     evaluated.add_argument('--eval-file', default=None,
@@ -70,11 +68,11 @@ def output_paths(args, setup, split):
 
 def main(argv=None):
     args = parse_args(argv)
-    methods = saliency.parse_methods(args.methods, '--methods')
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     engine = cli.engine(args, setup.result_dir)   # Ray flags checked before any work
-    settings = saliency_report.page_settings(setup, methods, args.k, args.backend,
-                                             args.neighbors)   # a missing temperature.json fails here
+    # A missing temperature.json fails here, before any work.
+    plan = saliency.plan_methods(args.methods, setup.result_dir, argument='--methods')
+    settings = saliency_report.page_settings(setup, plan, args.k, args.backend, args.neighbors)
     split, examples = setup.evaluation_examples(args.split, args.eval_file, args.skip_bad_lines)
     examples = examples[:args.limit]
     if not examples:
@@ -86,7 +84,7 @@ def main(argv=None):
         with result_folder.lock(setup.result_dir, 'interpretations.py'):   # DkNN caches
             dknn = dknn_lib.dknn_from_setup(setup, args.backend, args.k, batchsize=args.batchsize,
                                             engine=engine)
-    results = saliency.interpret_all(setup, methods, examples, dknn, args.batchsize)
+    results = saliency.interpret_all(setup, plan, examples, dknn, args.batchsize)
     neighbors = None
     if args.neighbors:
         neighbors = saliency.nearest_training_examples(

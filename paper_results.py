@@ -168,17 +168,17 @@ def faithfulness(args):
     ERASER comprehensiveness/sufficiency, AOPC and deletion/insertion areas of each
     method's ranking (and the random and reversed baselines) with bootstrap intervals,
     paired differences, and the methods' Kendall agreement (faithfulness_runs.py)."""
-    methods = saliency.parse_methods(args.methods or ','.join(faithfulness_runs.DEFAULT_METHODS),
-                                     '--methods')   # before the DkNN build
+    methods = args.methods or faithfulness_runs.DEFAULT_METHODS
     # Only a method nobody named may be left out (calibrated without temperature.json).
     optional = () if args.methods else methods
-    setup, dknn = paper_analyses.load_run(args, check=lambda setup, _: (
-        faithfulness_runs.usable_methods(setup, methods, optional)))
+    planned = {}     # the method plan, made before the slow DkNN build
+    setup, dknn = paper_analyses.load_run(args, check=lambda setup, _: planned.setdefault(
+        'plan', saliency.plan_methods(methods, setup.result_dir, optional, '--methods')))
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
         raise UserError('the {} split of {} is empty; pass another --split'.format(
             args.split, args.run))
-    run = faithfulness_runs.run_faithfulness(setup, examples, dknn, methods,
+    run = faithfulness_runs.run_faithfulness(setup, examples, dknn, planned['plan'],
                                              batchsize=args.batchsize, curves=args.curves,
                                              seed=args.seed, optional=optional)
     summaries = faithfulness_runs.summarize(run, seed=args.seed)
@@ -253,12 +253,9 @@ def add_faithfulness_command(commands):
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     cli.add_split(command, help='the sentences measured')
     cli.add_limit(command, 200, 'the first N sentences of the split')
-    command.add_argument('--methods', default=None,
-                         help='comma-separated interpretation methods (default: {}; there '
-                              'calibrated is left out with a note when the run has no '
-                              'temperature.json, named here it needs one): {}'.format(
-                                  ','.join(faithfulness_runs.DEFAULT_METHODS),
-                                  saliency.describe_methods()))
+    cli.add_methods(command, help='comma-separated interpretation methods (default: {}; there '
+                    'calibrated is left out with a note when the run has no temperature.json, '
+                    'named here it needs one)'.format(','.join(faithfulness_runs.DEFAULT_METHODS)))
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     command.add_argument('--curves', action=argparse.BooleanOptionalAction, default=True,
@@ -275,7 +272,7 @@ def plausibility(args):
     ERASER's AUPRC, top-k token and IOU F1 and the rank correlation of each method's map
     (and a seeded random one) with the treebank's rationales, the extraneous words of
     section 5.1, bootstrap intervals and paired differences (plausibility_runs.py)."""
-    methods = saliency.parse_methods(args.methods, '--methods')   # before the DkNN build
+    methods = args.methods     # checked as the flags were read
     found = {}
 
     def read_trees(setup, args):    # before the slow DkNN build
@@ -333,9 +330,7 @@ def add_plausibility_commands(commands):
                               'is the headline')
     command.add_argument('--trees', default=None,
                          help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
-    command.add_argument('--methods', default=','.join(faithfulness_runs.DEFAULT_METHODS),
-                         help='comma-separated interpretation methods: ' +
-                              saliency.describe_methods())
+    cli.add_methods(command, faithfulness_runs.DEFAULT_METHODS)
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     cli.add_seed(command, help='seed of the random baseline and the bootstrap')

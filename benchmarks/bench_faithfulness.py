@@ -35,10 +35,9 @@ def main(argv=None):
     cli.add_split(parser, help='the sentences measured')
     cli.add_limit(parser, 50, 'the first N sentences of the split')
     cli.add_repeats(parser)
-    parser.add_argument('--methods', default=None,
-                        help='comma-separated interpretation methods (default: {}, calibrated '
-                             'left out without temperature.json)'.format(
-                                 ','.join(faithfulness_runs.DEFAULT_METHODS)))
+    cli.add_methods(parser, help='comma-separated interpretation methods (default: {}, '
+                    'calibrated left out without temperature.json)'.format(
+                        ','.join(faithfulness_runs.DEFAULT_METHODS)))
     cli.add_dknn(parser)
     cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--curves', action=argparse.BooleanOptionalAction,

@@ -163,10 +163,44 @@ def add_runs(parser, help='comma-separated result folder names'):
     parser.add_argument('--runs', required=True, help=help)
 
 
+def add_methods(parser, default=None, help='comma-separated interpretation methods',
+                none=False, old_flag=None):
+    """--methods a,b: interpretation methods from the registry (saliency.REGISTRY),
+    checked when the flags are read; read back as a tuple of names (with `none`, 'none'
+    gives ()). `default`: names (None: the command decides). `old_flag`: a former
+    spelling kept as a hidden alias."""
+    from deepknn import saliency    # the registry pulls in Chainer, which --help does not need
+
+    def names(text):
+        if none and text.strip() == 'none':
+            return ()
+        try:
+            return saliency.parse_methods(text)
+        except nlp_utils.UserError as error:    # 'methods: why': argparse names the flag
+            raise argparse.ArgumentTypeError(str(error).split(': ', 1)[1])
+    parser.add_argument('--methods', type=names, default=None if default is None else
+                        ','.join(default), help='{}{}: {}'.format(
+                            help, " (or 'none')" if none else '',
+                            saliency.describe_methods().replace('%', '%%')))
+    if old_flag:
+        add_hidden_alias(parser, old_flag, 'methods', type=names)
+
+
 def add_epoch(parser, default, help='training epochs'):
     """--epoch (-e); --epochs is its hidden alias."""
     parser.add_argument('--epoch', '-e', type=nlp_utils.positive_int, default=default, help=help)
     add_hidden_alias(parser, '--epochs', 'epoch', type=nlp_utils.positive_int)
+
+
+def add_result_folder(parser, help):
+    """--out DIR (-o) of a training command: the result folder it makes."""
+    parser.add_argument('--out', '-o', metavar='DIR', default=None, help=help)
+
+
+def add_force(parser, help='replace an existing result folder of this tool once the new run '
+                           'has finished (the old one is kept if it fails)'):
+    """--force: training commands only (outputs of other commands: --overwrite)."""
+    parser.add_argument('--force', action='store_true', help=help)
 
 
 def add_hidden_alias(parser, flag, dest, **kwargs):
