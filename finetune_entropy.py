@@ -35,8 +35,9 @@ def parse_args(argv=None):
     parser.add_argument('--lr', type=float, default=er.DEFAULT_LR, help='Adam learning rate')
     cli.add_epoch(parser, er.DEFAULT_EPOCHS, 'fine-tuning epochs')
     cli.add_batchsize(parser, help='examples per batch (regular and reduced alike)')
-    cli.add_methods(parser, ('gradient',), 'the importance that reduces the training set, one '
-                    'of {}'.format(', '.join(TRAINING_IMPORTANCES)), old_flag='--importance')
+    cli.add_methods(parser, saliency, ('gradient',), 'the importance that reduces the training '
+                    'set, one of {}'.format(', '.join(TRAINING_IMPORTANCES)),
+                    old_flag='--importance')
     parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
                         help='maximum beam size k (beam max(1, min(k, L - 3)))')
     parser.add_argument('--reduce-limit', type=nlp_utils.positive_int, default=None,

@@ -30,7 +30,7 @@ from nlp_utils import UserError
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    cli.add_methods(parser, saliency.DEFAULT_METHODS)
+    cli.add_methods(parser, saliency, saliency.DEFAULT_METHODS)
     evaluated = parser.add_mutually_exclusive_group()
     cli.add_split(evaluated, help='split whose first --limit examples are interpreted')
     evaluated.add_argument('--eval-file', default=None,

@@ -253,9 +253,10 @@ def add_faithfulness_command(commands):
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     cli.add_split(command, help='the sentences measured')
     cli.add_limit(command, 200, 'the first N sentences of the split')
-    cli.add_methods(command, help='comma-separated interpretation methods (default: {}; there '
-                    'calibrated is left out with a note when the run has no temperature.json, '
-                    'named here it needs one)'.format(','.join(faithfulness_runs.DEFAULT_METHODS)))
+    cli.add_methods(command, saliency, help='comma-separated interpretation methods (default: '
+                    '{}; there calibrated is left out with a note when the run has no '
+                    'temperature.json, named here it needs one)'.format(
+                        ','.join(faithfulness_runs.DEFAULT_METHODS)))
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     command.add_argument('--curves', action=argparse.BooleanOptionalAction, default=True,
@@ -330,7 +331,7 @@ def add_plausibility_commands(commands):
                               'is the headline')
     command.add_argument('--trees', default=None,
                          help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
-    cli.add_methods(command, faithfulness_runs.DEFAULT_METHODS)
+    cli.add_methods(command, saliency, faithfulness_runs.DEFAULT_METHODS)
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     cli.add_seed(command, help='seed of the random baseline and the bootstrap')
@@ -405,6 +406,8 @@ def main(argv=None):
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
     nlp_utils.check_output_folder(args.out, '--out')
+    if getattr(args, 'run', None):      # the input before the outputs
+        paper_analyses.check_run_exists(args)
     check_overwrite(args)
     args.out = args.out or cli.RESULTS
     args.produced_by = cli.provenance()

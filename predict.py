@@ -33,7 +33,7 @@ def parse_args(argv=None):
     parser.add_argument('--input', required=True,
                         help='text file, one sentence (or premise<TAB>hypothesis) per line')
     cli.add_outputs(parser, cli.RESULTS, 'predictions')
-    cli.add_methods(parser, saliency.DEFAULT_METHODS, none=True)
+    cli.add_methods(parser, saliency, saliency.DEFAULT_METHODS, none=True)
     cli.add_dknn(parser)
     cli.add_engine(parser)
     cli.add_batchsize(parser)

@@ -30,8 +30,8 @@ from deepknn.reports.tables import table_writes
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    cli.add_methods(parser, ('gradient',), 'comma-separated importances that rank the words to '
-                    'remove', old_flag='--importance')
+    cli.add_methods(parser, saliency, ('gradient',), 'comma-separated importances that rank '
+                    'the words to remove', old_flag='--importance')
     cli.add_split(parser, 'dev', 'examples to reduce (the paper: dev)')
     cli.add_limit(parser, help='reduce only the first N examples')
     parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
@@ -140,9 +140,7 @@ def main(argv=None):
     input_reduction.check_beam(args.beam)      # before the slow loading
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     engine = cli.engine(args, setup.result_dir)   # Ray flags checked before any work
-    examples = getattr(setup.splits, args.split)[:args.limit]
-    if not examples:
-        raise UserError('the {} split is empty; choose another --split'.format(args.split))
+    examples = cli.split_examples(setup, args.split)[:args.limit]
     plan = saliency.plan_methods(importances, setup.result_dir, argument='--methods')
     use_dknn = needs_dknn(setup, plan.methods, args.no_dknn)
     run = os.path.basename(setup.result_dir)

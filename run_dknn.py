@@ -31,8 +31,7 @@ def parse_args(argv=None):
                         help='a folder with train.npz, calib.npz and test.npz (arrays layer_0, '
                              'layer_1, ..., labels, optionally logits) from any framework')
     evaluated = parser.add_mutually_exclusive_group()
-    evaluated.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
-                           help='split to evaluate (with --activations: DIR/<split>.npz)')
+    cli.add_split(evaluated, help='split to evaluate (with --activations: DIR/<split>.npz)')
     evaluated.add_argument('--eval-file', default=None,
                            help="evaluate this file instead, in the training data's format")
     parser.add_argument('--out', default=None,

@@ -20,6 +20,7 @@ from deepknn import cli  # noqa: E402
 from deepknn import dknn as dknn_lib  # noqa: E402
 from deepknn import faithfulness_runs  # noqa: E402
 from deepknn import model_setup  # noqa: E402
+from deepknn import saliency  # noqa: E402
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
@@ -35,7 +36,7 @@ def main(argv=None):
     cli.add_split(parser, help='the sentences measured')
     cli.add_limit(parser, 50, 'the first N sentences of the split')
     cli.add_repeats(parser)
-    cli.add_methods(parser, help='comma-separated interpretation methods (default: {}, '
+    cli.add_methods(parser, saliency, help='comma-separated interpretation methods (default: {}, '
                     'calibrated left out without temperature.json)'.format(
                         ','.join(faithfulness_runs.DEFAULT_METHODS)))
     cli.add_dknn(parser)

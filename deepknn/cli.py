@@ -31,14 +31,19 @@ def add_model_setup(parser, nargs=None, help='args.json of a trained run (or its
 
 def model_setup_path(text):
     """argparse type of --model-setup: the args.json of a trained run, given as the file
-    or its folder. Another file of a run (its vocab.json, its weights) is refused when
-    the flags are read, before any output is looked at; a path that does not exist is
-    left to the loader, which names it."""
+    or its folder. Another file of a run (its vocab.json, its weights) and a run that
+    does not exist are refused when the flags are read, before any output is looked at."""
     path = os.path.join(text, 'args.json') if os.path.isdir(text) else text
     if os.path.isfile(path) and os.path.basename(path) != 'args.json':
         raise argparse.ArgumentTypeError(
             '{} is not the args.json of a run; pass RUN/args.json or the run folder RUN '
             '(made by train_text_classifier.py)'.format(text))
+    if not os.path.exists(path):
+        run = os.path.dirname(path) if os.path.basename(path) == 'args.json' else path
+        raise argparse.ArgumentTypeError(
+            '{} does not exist: {} is no trained run; make it with `python '
+            'train_text_classifier.py --out {}` (or scripts/train_and_dknn.sh) or pass an '
+            'existing run'.format(path, run or '.', run or '.'))
     return path
 
 
@@ -74,8 +79,28 @@ def add_dknn(parser):
 SPLITS = ('train', 'dev', 'calib', 'test')
 
 
-def add_split(parser, default='test', help='the split to read'):
-    parser.add_argument('--split', choices=SPLITS, default=default, help=help)
+def add_split(parser, default='test', help='the split to read', unusable=None):
+    """--split, one of SPLITS. `unusable`: {split: why this command cannot read it},
+    refused in one line when the flags are read."""
+    unusable = unusable or {}
+
+    def split(text):
+        if text in unusable:
+            raise argparse.ArgumentTypeError('{}: {}'.format(text, unusable[text]))
+        return text
+    parser.add_argument('--split', choices=SPLITS, type=split, default=default, help=help)
+
+
+def split_examples(setup, split):
+    """The (tokens, label) examples of `split` of a loaded run; a UserError naming the
+    run when the split is empty (a run trained with --n-calib 0 has no calib split)."""
+    examples = getattr(setup.splits, split)
+    if not examples:
+        raise nlp_utils.UserError('--split {}: the {} split of {} is empty{}; pass another '
+                                  '--split'.format(split, split, setup.result_dir,
+                                                   ' (trained with --n-calib 0)'
+                                                   if split == 'calib' else ''))
+    return examples
 
 
 def add_limit(parser, default=None, help='only the first N examples (default: all)'):
@@ -163,25 +188,24 @@ def add_runs(parser, help='comma-separated result folder names'):
     parser.add_argument('--runs', required=True, help=help)
 
 
-def add_methods(parser, default=None, help='comma-separated interpretation methods',
+def add_methods(parser, registry, default=None, help='comma-separated interpretation methods',
                 none=False, old_flag=None):
-    """--methods a,b: interpretation methods from the registry (saliency.REGISTRY),
-    checked when the flags are read; read back as a tuple of names (with `none`, 'none'
-    gives ()). `default`: names (None: the command decides). `old_flag`: a former
-    spelling kept as a hidden alias."""
-    from deepknn import saliency    # the registry pulls in Chainer, which --help does not need
-
+    """--methods a,b: interpretation methods from the registry, checked when the flags
+    are read; read back as a tuple of names (with `none`, 'none' gives ()). `registry`:
+    the module holding it, deepknn.saliency (its parse_methods and describe_methods; this
+    module imports no layer above 1). `default`: names (None: the command decides).
+    `old_flag`: a former spelling kept as a hidden alias."""
     def names(text):
         if none and text.strip() == 'none':
             return ()
         try:
-            return saliency.parse_methods(text)
+            return registry.parse_methods(text)
         except nlp_utils.UserError as error:    # 'methods: why': argparse names the flag
             raise argparse.ArgumentTypeError(str(error).split(': ', 1)[1])
     parser.add_argument('--methods', type=names, default=None if default is None else
                         ','.join(default), help='{}{}: {}'.format(
                             help, " (or 'none')" if none else '',
-                            saliency.describe_methods().replace('%', '%%')))
+                            registry.describe_methods().replace('%', '%%')))
     if old_flag:
         add_hidden_alias(parser, old_flag, 'methods', type=names)
 

@@ -47,8 +47,8 @@ SAME_PATHS = [
     (KNN, ['candidates'] + RUN + ['--out', 'd/t'],
      ['candidates'] + RUN + ['--out', 'd', '--name', 't'], 'd/t'),
     (KNN, ['negation', '--out', 'd/t'], ['negation', '--out', 'd', '--name', 't'], 'd/t'),
-    ('scripts/knn_removal.py', ['--template', 'results/r/args.json', '--runs', 'x', '--table', 'd/t'],
-     ['--template', 'results/r/args.json', '--runs-dir', 'x', '--out', 'd', '--name', 't'], 'd/t'),
+    ('scripts/knn_removal.py', ['--template', 'r/args.json', '--runs', 'x', '--table', 'd/t'],
+     ['--template', 'r/args.json', '--runs-dir', 'x', '--out', 'd', '--name', 't'], 'd/t'),
 ] + [('benchmarks/{}.py'.format(name), RUN + ['--out', 'd/{}.md'.format(name)],
       RUN + ['--out', 'd', '--name', name], 'd/' + name)
      for name in ('bench_dknn_throughput', 'bench_explorer', 'bench_faithfulness',
