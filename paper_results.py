@@ -190,8 +190,8 @@ def faithfulness(args):
               '{}.\n{}\n'.format(title, setup.config.dataset, setup.config.model,
                                  setup.config.epoch, model_setup.run_description(setup), args.k,
                                  args.backend, args.seed, cli.provenance()))
-    nlp_utils.atomic_write_files(faithfulness_report.report_writes(
-        run, summaries, differences, stem, header, title))
+    nlp_utils.atomic_write_files(plots.report_writes(
+        faithfulness_report, run, summaries, differences, stem, header, title))
     print('wrote {0}.md, {0}.csv and {0}.png'.format(stem))
 
 
@@ -290,8 +290,8 @@ def plausibility(args):
     header = '# {}\n\nModel: {} {} ({} epochs), {}. DkNN: k={}, {}. Random seed {}.\n{}\n'.format(
         title, setup.config.dataset, setup.config.model, setup.config.epoch,
         model_setup.run_description(setup), args.k, args.backend, args.seed, cli.provenance())
-    nlp_utils.atomic_write_files(plausibility_report.report_writes(
-        run, plausibility_runs.summarize(run, seed=args.seed),
+    nlp_utils.atomic_write_files(plots.report_writes(
+        plausibility_report, run, plausibility_runs.summarize(run, seed=args.seed),
         plausibility_runs.paired_differences(run, seed=args.seed), stem, header, title))
     print('wrote {0}.md, {0}.csv and {0}.png'.format(stem))
 

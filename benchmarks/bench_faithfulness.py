@@ -43,12 +43,9 @@ def main(argv=None):
     cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--curves', action=argparse.BooleanOptionalAction,
                         default=True, help='deletion and insertion curves')
-    cli.add_outputs(parser, cli.RESULTS + ' (given --out or --name; else the table is only '
-                    'printed)', 'bench_faithfulness')
+    cli.add_benchmark_outputs(parser, 'bench_faithfulness', printed_only=True)
     args = parser.parse_args(argv)
-    path = cli.output_stem(args, cli.RESULTS, 'bench_faithfulness', out_was_path=True) + '.md' \
-        if args.out or args.name else None   # else the table is only printed
-    cli.check_new_outputs([path] if path else [], args.overwrite)
+    stem = cli.benchmark_table(args)     # None: the table is only printed
     setup = model_setup.load_setup(args.model_setup)
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
@@ -79,8 +76,8 @@ def main(argv=None):
         len(examples) / min(seconds), rows / median, rows / max(seconds), rows / min(seconds),
         rows, loo_rows(run), run.n_rows)
     print(table)
-    if path:
-        nlp_utils.atomic_write_text(path, table)
+    if stem:
+        nlp_utils.atomic_write_text(stem + '.md', table)
 
 
 if __name__ == '__main__':

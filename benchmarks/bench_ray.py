@@ -131,14 +131,13 @@ def parse_args(argv=None):
                              "system's temporary folder)")
     cli.add_k(parser)
     cli.add_batchsize(parser)
-    cli.add_outputs(parser, cli.RESULTS, 'bench_ray')
+    cli.add_benchmark_outputs(parser, 'bench_ray')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    stem = cli.output_stem(args, cli.RESULTS, 'bench_ray', out_was_path=True)
-    cli.check_new_outputs([stem + '.md', stem + '.csv'], args.overwrite)
+    stem = cli.benchmark_table(args, ('.md', '.csv'))
     nlp_utils.check_output_folder(args.scratch, '--scratch')
     setup = model_setup.load_setup(args.model_setup)
     key = dknn_lib.activation_key(setup)

@@ -286,6 +286,27 @@ class OldOutputPath(argparse.Action):
         setattr(namespace, self.dest, (option_string, values))
 
 
+def add_benchmark_outputs(parser, default_name, printed_only=False):
+    """add_outputs of a benchmark's table, RESULTS/`default_name`.md by default (with
+    `printed_only`: written only when --out or --name is given); read back with
+    benchmark_table."""
+    add_outputs(parser, RESULTS + (' (given --out or --name; else the table is only printed)'
+                                   if printed_only else ''), default_name)
+    parser.set_defaults(benchmark_table=(default_name, printed_only))
+
+
+def benchmark_table(args, suffixes=('.md',)):
+    """The stem of a benchmark's table (None: only printed), its files STEM + `suffixes`
+    checked against --overwrite. The old --out FILE.md / --out DIR/STEM still write
+    there."""
+    default_name, printed_only = args.benchmark_table
+    if printed_only and args.out is None and args.name is None:
+        return None
+    stem = output_stem(args, RESULTS, default_name, out_was_path=True)
+    check_new_outputs([stem + suffix for suffix in suffixes], args.overwrite)
+    return stem
+
+
 def output_stem(args, default_dir, default_name, out_was_path=False):
     """The path DIR/STEM (no suffix) a command writes its outputs under, from add_outputs'
     flags: --out DIR and --name STEM, else the defaults. An old spelling gives the path

@@ -11,9 +11,9 @@ from deepknn import cli
 from nlp_utils import UserError
 
 
-def stem_of(script, argv, monkeypatch, **defaults):
-    """The DIR/STEM `python script argv` writes under, found by the command's own
-    function where it has one (benchmarks: cli.output_stem with their default name)."""
+def stem_of(script, argv, monkeypatch):
+    """The DIR/STEM `python script argv` writes under, found by the function the
+    command itself calls."""
     module, args = parsed_args(script, argv, monkeypatch)
     if script == 'interpretations.py':
         paths = module.output_paths(args, types.SimpleNamespace(result_dir='RUN'), 'test')
@@ -22,7 +22,7 @@ def stem_of(script, argv, monkeypatch, **defaults):
         return module.output_stem(args, 'run')
     if hasattr(module, 'output_stem'):
         return module.output_stem(args)
-    return cli.output_stem(args, cli.RESULTS, defaults['name'], out_was_path=True)
+    return cli.benchmark_table(args)
 
 
 RUN = ['--model-setup', 'results/r/args.json']
@@ -67,9 +67,8 @@ def test_the_old_spelling_writes_where_the_new_one_does(script, old, new, expect
                                                         monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)      # 'd' is no folder here: the old --out d/t is a path
     monkeypatch.setattr(cli, 'model_setup_path', str)   # the runs need not exist here
-    name = os.path.basename(expected) if isinstance(expected, str) else None
-    old_stem = stem_of(script, old, monkeypatch, name=name)
-    assert old_stem == stem_of(script, new, monkeypatch, name=name) == expected
+    old_stem = stem_of(script, old, monkeypatch)
+    assert old_stem == stem_of(script, new, monkeypatch) == expected
     assert not os.listdir(str(tmp_path))      # parsing and resolving wrote nothing
 
 
