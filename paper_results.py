@@ -27,7 +27,6 @@ from deepknn import dknn_evaluation
 from deepknn import faithfulness_runs
 from deepknn.feng import input_reduction
 from deepknn.feng import measures
-from deepknn import knn_index
 from deepknn import model_setup
 from deepknn import plausibility as plausibility_lib
 from deepknn import plausibility_runs
@@ -150,7 +149,7 @@ def entropy(args):
 
 def add_entropy_command(commands):
     command = commands.add_parser('entropy', help=entropy.__doc__.split('\n')[0])
-    command.add_argument('--runs', required=True, help='comma-separated result folder names')
+    cli.add_runs(command)
     command.add_argument('--suffix', default='_entropy',
                          help='the fine-tuned folder of run R is R + SUFFIX')
     cli.add_limit(command, 300, 'dev examples to reduce and test examples to interpret')
@@ -158,8 +157,7 @@ def add_entropy_command(commands):
                          help='maximum beam size k (beam max(1, min(k, L - 3)))')
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
-    command.add_argument('--name', default='entropy_regularization',
-                         help='file name of the table (without .md/.csv)')
+    cli.add_name(command, 'entropy_regularization')
 
 
 def faithfulness(args):
@@ -243,8 +241,8 @@ def add_summary_parser(commands, name, function):
     """The subcommand NAME (e.g. faithfulness-summary) over the runs its measure
     (faithfulness) was run on."""
     summary = commands.add_parser(name, help=function.__doc__.split('\n')[0])
-    summary.add_argument('--runs', required=True, help='comma-separated result folder names '
-                         'measured by ' + name.split('-')[0])
+    cli.add_runs(summary, 'comma-separated result folder names measured by ' +
+                 name.split('-')[0])
     return summary
 
 
@@ -376,8 +374,7 @@ def main(argv=None):
     commands.add_parser('training', help='accuracy, seconds per epoch and memory of each run')
     figure = commands.add_parser('reliability', help='reliability diagram of one run')
     figure.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
-    figure.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
-                        help='the DkNN run whose test predictions are drawn')
+    cli.add_backend(figure, help='the DkNN run whose test predictions are drawn')
     analyses = {'table2': paper_analyses.table2, 'highlights': paper_analyses.highlights,
                 'terribly': paper_analyses.terribly,
                 'normalizations': paper_analyses.normalizations,

@@ -117,10 +117,13 @@ def check_exact(found, expected):
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--workers', type=nlp_utils.positive_int, nargs='+', default=[1, 2],
-                        help='extraction actor counts to time')
-    parser.add_argument('--shards', type=nlp_utils.positive_int, nargs='+', default=[1, 2, 4],
-                        help='index shard counts to time')
+    # --workers and --shards are the engine's (one count each); the old spellings here
+    # stay hidden aliases.
+    for flag, default, help in (('workers', [1, 2], 'extraction actor counts to time'),
+                                ('shards', [1, 2, 4], 'index shard counts to time')):
+        parser.add_argument('--{}-counts'.format(flag[:-1]), dest=flag, nargs='+',
+                            type=nlp_utils.positive_int, default=default, help=help)
+        cli.add_hidden_alias(parser, '--' + flag, flag, nargs='+', type=nlp_utils.positive_int)
     parser.add_argument('--cpus', type=nlp_utils.positive_int, default=os.cpu_count(),
                         help='CPUs of the local Ray')
     parser.add_argument('--part-rows', type=nlp_utils.positive_int, default=1000,

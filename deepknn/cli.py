@@ -69,6 +69,22 @@ def add_backend(parser, help='nearest-neighbour search (faiss flat: exact, the f
     parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss', help=help)
 
 
+def add_index_options(parser):
+    """The index options of --backend: faiss's kind and its search settings, LSH's
+    hashing."""
+    group = parser.add_argument_group('index options')
+    group.add_argument('--faiss-kind', choices=('flat', 'hnsw', 'ivf', 'ivfpq'), default='flat',
+                       help='flat is exact; hnsw, ivf and ivfpq (compressed) are approximate')
+    for flag, default, help in (
+            ('--pq-m', None, 'ivfpq bytes per vector (divides the layer size; default: the '
+                             'largest divisor up to 64)'),
+            ('--nprobe', 16, 'faiss ivf cells searched'),
+            ('--ef-search', 128, 'faiss hnsw search breadth'),
+            ('--lsh-bits', None, 'LSH hash bits per table'),
+            ('--lsh-tables', None, 'LSH hash tables')):
+        group.add_argument(flag, type=nlp_utils.positive_int, default=default, help=help)
+
+
 def add_dknn(parser):
     """--k and --backend, the DkNN's two settings."""
     add_k(parser)
@@ -270,9 +286,7 @@ def add_outputs(parser, default_dir=RESULTS, default_name=None, old_path_flags=(
     `old_path_flags`: the command's former spellings of one output path (e.g. --table
     PATH), kept as hidden aliases that write exactly where they did."""
     add_out(parser, 'folder the outputs go into (default: {})'.format(default_dir))
-    parser.add_argument('--name', metavar='STEM', default=None,
-                        help='file stem inside --out: STEM.md, STEM.csv, ... (default: '
-                             '{})'.format(default_name))
+    add_name(parser, default_name)
     add_overwrite(parser)
     parser.set_defaults(old_output_path=None)
     for flag in old_path_flags:
@@ -305,6 +319,15 @@ def benchmark_table(args, suffixes=('.md',)):
     stem = output_stem(args, RESULTS, default_name, out_was_path=True)
     check_new_outputs([stem + suffix for suffix in suffixes], args.overwrite)
     return stem
+
+
+def add_name(parser, default_name, default=None):
+    """--name STEM: the file stem of a command's outputs inside its --out folder.
+    `default_name` is shown in --help; `default` is the value (None: the command works
+    it out, e.g. from the run)."""
+    parser.add_argument('--name', metavar='STEM', default=default,
+                        help='file stem inside --out: STEM.md, STEM.csv, ... (default: '
+                             '{})'.format(default_name))
 
 
 def output_stem(args, default_dir, default_name, out_was_path=False):
