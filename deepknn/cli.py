@@ -41,9 +41,9 @@ def model_setup_path(text):
     if not os.path.exists(path):
         run = os.path.dirname(path) if os.path.basename(path) == 'args.json' else path
         raise argparse.ArgumentTypeError(
-            '{} does not exist: {} is no trained run; make it with `python '
+            '{} is no trained run ({} does not exist); make it with `python '
             'train_text_classifier.py --out {}` (or scripts/train_and_dknn.sh) or pass an '
-            'existing run'.format(path, run or '.', run or '.'))
+            'existing run'.format(run or '.', 'it' if run == path else path, run or '.'))
     return path
 
 

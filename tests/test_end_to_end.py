@@ -229,8 +229,8 @@ def test_bad_model_setups(trained, tmp_path, capsys):
     out, _ = trained
     with pytest.raises(SystemExit):     # refused as the flags are read
         run_dknn.main(['--model-setup', str(tmp_path / 'none' / 'args.json')])
-    assert '{} is no trained run; make it with'.format(tmp_path / 'none') in \
-        capsys.readouterr().err
+    assert '{0} is no trained run ({0}/args.json does not exist); make it with'.format(
+        tmp_path / 'none') in capsys.readouterr().err
     broken = tmp_path / 'broken'
     broken.mkdir()
     (broken / 'args.json').write_text('{"dataset": "custom"}')

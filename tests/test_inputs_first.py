@@ -54,8 +54,8 @@ def test_a_missing_run_is_named_before_any_output_is_looked_at(script, argv, exi
     argv = [{'RUN': str(missing), 'OUT': str(out)}.get(word, word) for word in argv]
     status, err = run(script, argv, capsys, monkeypatch)
     assert status == 2 and len(err) == 1, err
-    assert '{} is no trained run; make it with `python train_text_classifier.py'.format(missing) \
-        in err[0] and 'overwrite' not in err[0]
+    assert '{0} is no trained run ('.format(missing) in err[0] and 'overwrite' not in err[0]
+    assert 'make it with `python train_text_classifier.py --out {}`'.format(missing) in err[0]
     assert [p.name for p in out.iterdir()] == ([existing] if existing else [])
 
 
