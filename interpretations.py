@@ -39,7 +39,7 @@ def parse_args(argv=None):
     cli.add_outputs(parser, "the run's result folder", 'interpretations_<split>',
                     old_path_flags=['--output'])
     # A path after --png is its old spelling, kept: the PNG written there.
-    parser.add_argument('--png', nargs='?', const=True, default=None, metavar='',
+    parser.add_argument('--png', nargs='?', const=True, default=False,
                         help='also write the maps as NAME.png; more than {0} examples go '
                              'into pages NAME_1.png, NAME_2.png, ... of {0} each'.format(
                                  saliency_png.PNG_PAGE_EXAMPLES))

@@ -285,7 +285,8 @@ def add_outputs(parser, default_dir=RESULTS, default_name=None, old_path_flags=(
     command whose defaults depend on the run describes them in words).
     `old_path_flags`: the command's former spellings of one output path (e.g. --table
     PATH), kept as hidden aliases that write exactly where they did."""
-    add_out(parser, 'folder the outputs go into (default: {})'.format(default_dir))
+    # '%(default).0s' prints nothing: the default in words replaces argparse's 'None'.
+    add_out(parser, 'folder the outputs go into (default: {})%(default).0s'.format(default_dir))
     add_name(parser, default_name)
     add_overwrite(parser)
     parser.set_defaults(old_output_path=None)
@@ -327,7 +328,7 @@ def add_name(parser, default_name, default=None):
     it out, e.g. from the run)."""
     parser.add_argument('--name', metavar='STEM', default=default,
                         help='file stem inside --out: STEM.md, STEM.csv, ... (default: '
-                             '{})'.format(default_name))
+                             '{})%(default).0s'.format(default_name))
 
 
 def output_stem(args, default_dir, default_name, out_was_path=False):
