@@ -49,7 +49,7 @@ from nlp_utils import UserError
 
 def table1(args):
     rows = table1_report.table1_rows(args.results)
-    carried = table1_report.carried_rows(os.path.join(args.out, 'table1_runs.csv'), rows)
+    carried = table1_report.carried_rows(args.stem + '_runs.csv', rows)
     rows = table1_report.with_carried(rows, carried)
     if all(row['dknn'] is None for row in rows):
         raise UserError('no result folder under {} has a DkNN test report for Table 1; run '
@@ -69,10 +69,10 @@ def table1(args):
               'trains on SNLI dev and tests on SNLI test. Caveat: {}. Every run: '
               '[table1_runs.md](table1_runs.md).\n{}{}\n'.format(pretrained.NLI_CAVEAT, note, produced))
     summary = table1_report.table1_summary(rows)
-    write_table(os.path.join(args.out, 'table1'), summary, columns, header)
+    write_table(args.stem, summary, columns, header)
     run_columns = ['model', 'dataset', 'run', 'seed', 'vocab', 'softmax', 'dknn', 'difference',
                    'dev_softmax', 'dev_dknn', 'epochs', 'backend', 'k', 'model_sha256']
-    write_table(os.path.join(args.out, 'table1_runs'), rows, run_columns,
+    write_table(args.stem + '_runs', rows, run_columns,
                 '# Table 1, every run (%)\n\n{}\n{}{}\n'.format(tables.MODEL_SHA256_NOTE, note,
                                                            produced))
     print(markdown_table(summary, columns))
@@ -80,7 +80,7 @@ def table1(args):
 
 def training(args):
     rows, carried = training_table.training_rows(args.results,
-                                                 os.path.join(args.out, 'training.csv'))
+                                                 args.stem + '.csv')
     if not rows:
         raise UserError('no result folder under {} has a train_result.json; train with '
                         'scripts/train_and_dknn.sh DATASET MODEL first'.format(args.results))
@@ -91,7 +91,7 @@ def training(args):
                   tables.MODEL_SHA256_NOTE, tables.carried_note(carried, 'training.csv',
                                                                 args.results),
                   cli.provenance()))
-    write_table(os.path.join(args.out, 'training'), rows, training_table.COLUMNS, header)
+    write_table(args.stem, rows, training_table.COLUMNS, header)
     print(markdown_table(rows, training_table.COLUMNS))
 
 
@@ -108,7 +108,7 @@ def reliability(args):
                                             predictions['prediction'] == labels),
                   calibration.reliability_curve('softmax confidence', probabilities.max(axis=1),
                                             probabilities.argmax(axis=1) == labels)]
-    output = os.path.join(args.out, 'reliability_{}.png'.format(args.run))
+    output = args.stem + '.png'
     plots.save_figure(plots.reliability_figure(curves, '{} (test set)'.format(args.run)), output)
     print('wrote', output)
 
@@ -143,8 +143,8 @@ def entropy(args):
                   args.beam, args.limit, args.limit, args.k, args.backend,
                   *paper_numbers.ENTROPY['accuracy'], *paper_numbers.ENTROPY['reduced_length'],
                   model_setup.models_line(models), cli.provenance()))
-    write_table(os.path.join(args.out, args.name), rows, list(rows[0]), header)
-    print('wrote', os.path.join(args.out, args.name + '.md'))
+    write_table(args.stem, rows, list(rows[0]), header)
+    print('wrote', args.stem + '.md')
 
 
 def add_entropy_command(commands):
@@ -157,7 +157,7 @@ def add_entropy_command(commands):
                          help='maximum beam size k (beam max(1, min(k, L - 3)))')
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
-    cli.add_name(command, 'entropy_regularization')
+    cli.add_name(command, 'entropy_regularization')   # table, not the fine-tuned runs
 
 
 def faithfulness(args):
@@ -181,7 +181,7 @@ def faithfulness(args):
                                              seed=args.seed, optional=optional)
     summaries = faithfulness_runs.summarize(run, seed=args.seed)
     differences = faithfulness_runs.paired_differences(run, seed=args.seed)
-    stem = os.path.join(args.out, 'faithfulness_{}_{}'.format(args.run, args.split))
+    stem = args.stem
     title = 'Faithfulness of the interpretation methods: {}, first {} {} sentences'.format(
         args.run, len(examples), args.split)
     header = ('# {}\n\nModel: {} {} ({} epochs), {}. DkNN: k={}, {}. Random baseline seed '
@@ -232,7 +232,7 @@ def faithfulness_summary(args):
               'beyond the interval (higher comprehensiveness and insertion area, lower '
               'sufficiency and deletion area are better). Per run: '
               'faithfulness_RUN_{}.md.\n{}\n'.format(args.split, args.split, cli.provenance()))
-    write_table(os.path.join(args.out, 'faithfulness_summary_{}'.format(args.split)), rows,
+    write_table(args.stem, rows,
                 faithfulness_report.SUMMARY_COLUMNS, header)
     print(markdown_table(rows, faithfulness_report.SUMMARY_COLUMNS))
 
@@ -243,11 +243,13 @@ def add_summary_parser(commands, name, function):
     summary = commands.add_parser(name, help=function.__doc__.split('\n')[0])
     cli.add_runs(summary, 'comma-separated result folder names measured by ' +
                  name.split('-')[0])
+    cli.add_name(summary, OUTPUTS[name][0].replace('{split}', 'SPLIT'))
     return summary
 
 
 def add_faithfulness_command(commands):
     command = commands.add_parser('faithfulness', help=faithfulness.__doc__.split('\n')[0])
+    cli.add_name(command, 'faithfulness_RUN_SPLIT')
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     cli.add_split(command, help='the sentences measured')
     cli.add_limit(command, 200, 'the first N sentences of the split')
@@ -282,7 +284,7 @@ def plausibility(args):
     examples = setup.splits.test[:args.limit]
     run = plausibility_runs.run_plausibility(setup, examples, found['trees'], dknn, methods,
                                              args.thresholds, args.batchsize, args.seed)
-    stem = os.path.join(args.out, 'plausibility_{}'.format(args.run))
+    stem = args.stem
     title = 'Plausibility against SST human rationales: {}, first {} test sentences'.format(
         args.run, len(examples))
     header = '# {}\n\nModel: {} {} ({} epochs), {}. DkNN: k={}, {}. Random seed {}.\n{}\n'.format(
@@ -309,7 +311,7 @@ def plausibility_summary(args):
                                                  args.thresholds)
     header = plausibility_report.summary_header(args.thresholds, summary.weights,
                                                 cli.provenance())
-    stem = os.path.join(args.out, 'plausibility_summary')
+    stem = args.stem
     writes = tables.table_writes(stem, summary.rows, summary.columns, header)
     if summary.points:
         writes.append(plots.figure_write(plausibility_report.plausibility_vs_faithfulness(
@@ -320,6 +322,7 @@ def plausibility_summary(args):
 
 def add_plausibility_commands(commands):
     command = commands.add_parser('plausibility', help=plausibility.__doc__.split('\n')[0])
+    cli.add_name(command, 'plausibility_RUN')
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     cli.add_limit(command, help='the first N test sentences (default: all)')
     default_thresholds = ','.join('{:g}'.format(t) for t in plausibility_lib.DEFAULT_THRESHOLDS)
@@ -338,41 +341,49 @@ def add_plausibility_commands(commands):
                          help='the rationale thresholds tabled; the figure takes the first')
 
 
-OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
-           'reliability': ('reliability_{run}.png',),
-           'table2': ('table2_{run}.html', 'table2_{run}.png', 'table2_{run}.csv'),
-           'highlights': ('highlights_{run}.md', 'highlights_{run}.csv'),
-           'terribly': ('terribly_{run}.md', 'terribly_{run}.csv'),
-           'normalizations': ('normalization_{run}.md', 'normalization_{run}.csv'),
-           'snli-artifacts': ('snli_artifacts_{run}.md', 'snli_artifacts_{run}.csv'),
-           'faithfulness': ('faithfulness_{run}_{split}.md', 'faithfulness_{run}_{split}.csv',
-                            'faithfulness_{run}_{split}.png'),
-           'faithfulness-summary': ('faithfulness_summary_{split}.md',
-                                    'faithfulness_summary_{split}.csv'),
-           'plausibility': ('plausibility_{run}.md', 'plausibility_{run}.csv',
-                            'plausibility_{run}.png'),
-           'plausibility-summary': ('plausibility_summary.md', 'plausibility_summary.csv',
-                                    'plausibility_summary.png')}
+# Each subcommand's file stem in --out (--name replaces it where the subcommand has one;
+# the section 5-6 analyses name theirs) and the suffixes of its outputs.
+OUTPUTS = {'entropy': ('entropy_regularization', ('.md', '.csv')),
+           'table1': ('table1', ('.md', '.csv', '_runs.md', '_runs.csv')),
+           'training': ('training', ('.md', '.csv')),
+           'reliability': ('reliability_{run}', ('.png',)),
+           'table2': ('table2_{run}', ('.html', '.png', '.csv')),
+           'highlights': ('highlights_{run}', ('.md', '.csv')),
+           'terribly': ('terribly_{run}', ('.md', '.csv')),
+           'normalizations': ('normalization_{run}', ('.md', '.csv')),
+           'snli-artifacts': ('snli_artifacts_{run}', ('.md', '.csv')),
+           'faithfulness': ('faithfulness_{run}_{split}', ('.md', '.csv', '.png')),
+           'faithfulness-summary': ('faithfulness_summary_{split}', ('.md', '.csv')),
+           'plausibility': ('plausibility_{run}', ('.md', '.csv', '.png')),
+           'plausibility-summary': ('plausibility_summary', ('.md', '.csv', '.png'))}
 
 
-def check_overwrite(args):
+def output_stem(args):
+    """DIR/STEM of the subcommand's outputs: --out (default results/) and --name, else
+    the subcommand's own stem."""
+    name, _ = OUTPUTS[args.command]
+    return cli.output_stem(args, cli.RESULTS, name.format(
+        run=getattr(args, 'run', ''), split=getattr(args, 'split', '')))
+
+
+def check_overwrite(args, stem):
     """The committed tables in results/ are only replaced on request: without an
     explicit --out, an existing output file needs --overwrite."""
-    cli.check_table_outputs(args.out, args.overwrite, [
-        os.path.join(cli.RESULTS, name.format(run=getattr(args, 'run', ''),
-                                              name=getattr(args, 'name', ''),
-                                              split=getattr(args, 'split', '')))
-        for name in OUTPUTS[args.command]])
+    cli.check_table_outputs(args.out, args.overwrite,
+                            [stem + suffix for suffix in OUTPUTS[args.command][1]])
 
 
 def main(argv=None):
     parser = nlp_utils.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
     cli.add_table_output(parser)
+    parser.set_defaults(name=None)      # the analyses below have no --name
     commands = parser.add_subparsers(dest='command', required=True)
-    commands.add_parser('table1', help='softmax vs DkNN accuracy (Table 1)')
-    commands.add_parser('training', help='accuracy, seconds per epoch and memory of each run')
+    for name, what in (('table1', 'softmax vs DkNN accuracy (Table 1)'),
+                       ('training', 'accuracy, seconds per epoch and memory of each run')):
+        cli.add_name(commands.add_parser(name, help=what), name)
     figure = commands.add_parser('reliability', help='reliability diagram of one run')
+    cli.add_name(figure, 'reliability_RUN')
     figure.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     cli.add_backend(figure, help='the DkNN run whose test predictions are drawn')
     analyses = {'table2': paper_analyses.table2, 'highlights': paper_analyses.highlights,
@@ -405,7 +416,8 @@ def main(argv=None):
     nlp_utils.check_output_folder(args.out, '--out')
     if getattr(args, 'run', None):      # the input before the outputs
         paper_analyses.check_run_exists(args)
-    check_overwrite(args)
+    args.stem = output_stem(args)
+    check_overwrite(args, args.stem)
     args.out = args.out or cli.RESULTS
     args.produced_by = cli.provenance()
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability,

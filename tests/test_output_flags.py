@@ -84,6 +84,17 @@ def test_defaults_and_a_folder_out(argv, expected, monkeypatch):
     assert stem_of(KNN, argv, monkeypatch) == expected
 
 
+@pytest.mark.parametrize('argv, expected', [
+    (['table1'], 'results/table1'), (['--out', 'd', 'table1', '--name', 't'], 'd/t'),
+    (['faithfulness', '--run', 'r'], 'results/faithfulness_r_test'),
+    (['--out', 'd', 'faithfulness', '--run', 'r', '--name', 'f'], 'd/f'),
+    (['plausibility-summary', '--runs', 'a,b', '--name', 's'], 'results/s'),
+    (['entropy', '--runs', 'a'], 'results/entropy_regularization'),
+    (['highlights', '--run', 'r'], 'results/highlights_r')])
+def test_paper_results_subcommands_write_under_out_and_name(argv, expected, monkeypatch):
+    assert stem_of('paper_results.py', argv, monkeypatch) == expected
+
+
 def test_an_existing_folder_given_as_out_is_a_folder_even_where_out_was_a_path(
         monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
