@@ -74,7 +74,7 @@ feng-results: venv
 	  case $$r in *bilstm) limit="--reduce-limit $(BILSTM_REDUCE_LIMIT)";; *) limit=;; esac; \
 	  case $$r in stsa.binary_bilstm) dev=100;; *) dev=300;; esac; \
 	  $(PY) reduce_inputs.py --overwrite --model-setup results/$$r/args.json --split dev \
-	      --limit $$dev --importance gradient,confidence,conformity && \
+	      --limit $$dev --methods gradient,confidence,conformity && \
 	  { [ -f results/$${r}_entropy/finetune_entropy.json ] || \
 	    $(PY) finetune_entropy.py --model-setup results/$$r/args.json $$limit; } || exit 1; \
 	done
@@ -100,7 +100,7 @@ minilm-results: venv
 	for a in table2 terribly; do $(PY) paper_results.py --overwrite $$a --run stsa.binary_minilm || exit 1; done
 	$(PY) paper_results.py --overwrite snli-artifacts --run snli_minilm
 	$(PY) reduce_inputs.py --overwrite --model-setup results/snli_minilm/args.json --split dev \
-	    --limit 30 --importance gradient,confidence,conformity
+	    --limit 30 --methods gradient,confidence,conformity
 	measured=; for r in $(FAITHFULNESS_RUNS); do [ ! -f results/$$r/args.json ] || \
 	  { $(PY) paper_results.py --overwrite faithfulness --run $$r --limit 200 && \
 	    measured=$$measured,$$r; } || exit 1; done; \
@@ -159,7 +159,7 @@ rajani-minilm: venv
 	$(KNN) candidates --overwrite --model-setup results/cad-snli-augmented_minilm/args.json \
 	    --name knn_candidates_cad-snli-augmented_minilm
 	$(PY) reduce_inputs.py --overwrite --model-setup results/cad-snli-snlieval_minilm/args.json \
-	    --split dev --limit 30 --importance gradient,confidence --no-dknn
+	    --split dev --limit 30 --methods gradient,confidence --no-dknn
 
 # The removal experiment on MiniLM (3 seeds x full, 10% and 30% most retrieved and random:
 # 15 fine-tunes, about 12 CPU hours on 2 cores); every fine-tune resumes from its last
@@ -183,7 +183,7 @@ rajani-glove: venv
 	$(KNN) retrieved --overwrite --model-setup results/cad-snli_cnn/args.json --split test \
 	    --k 16 --top 10 --out results/rajani --name knn_retrieved_cad-snli_cnn_test
 	$(PY) reduce_inputs.py --overwrite --model-setup results/cad-snli_cnn/args.json --split dev \
-	    --importance gradient,confidence,conformity
+	    --methods gradient,confidence,conformity
 	for s in $(NOISE_SEEDS); do \
 	  RUN=cad-snli_cnn_noise_s$$s scripts/train_and_dknn.sh cad-snli cnn --n-calib 0 $(FLIP) && \
 	  RUN=cad-snli-snlieval_cnn_noise_s$$s scripts/train_and_dknn.sh cad-snli cnn \
@@ -194,12 +194,12 @@ rajani-glove: venv
 	    $(foreach s,$(NOISE_SEEDS),results/$${d}_cnn_noise_s$(s)/args.json) \
 	    --name knn_mislabeled_$${d}_cnn || exit 1; done
 	$(PY) scripts/knn_removal.py --overwrite --template results/cad-snli_cnn/args.json --n-calib 0
-	RUN=cad-snli_bilstm scripts/train_and_dknn.sh cad-snli bilstm --layer 1 --epoch 5 \
+	RUN=cad-snli_bilstm scripts/train_and_dknn.sh cad-snli bilstm --lstm-layers 1 --epoch 5 \
 	    --n-calib 167
 	RUN=cad-snli-augmented_cnn scripts/train_and_dknn.sh cad-snli-augmented cnn --n-calib 833
 	scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY)
 	for d in $(TABLE1_DATASETS); do scripts/train_and_dknn.sh $$d cnn || exit 1; done
-	RUN=cad-snli-augmented_bilstm scripts/train_and_dknn.sh cad-snli-augmented bilstm --layer 1 \
+	RUN=cad-snli-augmented_bilstm scripts/train_and_dknn.sh cad-snli-augmented bilstm --lstm-layers 1 \
 	    --epoch 30 --n-calib 833
 	$(KNN) backoff --overwrite --model-setup $(GLOVE_BACKOFF_RUNS:%=results/%/args.json) \
 	    --name knn_backoff

@@ -1,7 +1,7 @@
 """Fine-tune a trained model with entropy regularisation on reduced inputs (Feng et al. 2018).
 
     python finetune_entropy.py --model-setup results/stsa.binary_cnn/args.json \
-        [--lambda 1] [--lr 1e-4] [--epochs 3] [--reduce-limit N] [--out DIR] [--force]
+        [--lambda 1] [--lr 1e-4] [--epoch 3] [--reduce-limit N] [--out DIR] [--force]
 
 Reduces the training split with input reduction (gradient importance, beam 5; cached
 as JSON in the parent folder, and resumed from its last step when interrupted), fine-tunes on NLL of regular batches alternating with
@@ -19,6 +19,12 @@ from deepknn.feng import input_reduction
 from deepknn import model_setup
 import nlp_utils
 from deepknn import result_folder
+from deepknn import saliency
+
+
+# The importances that need neither a DkNN nor temperature.json (the registry decides).
+TRAINING_IMPORTANCES = tuple(name for name, method in saliency.REGISTRY.items()
+                             if not method.needs_dknn and not method.needs_temperature)
 
 
 def parse_args(argv=None):
@@ -27,25 +33,27 @@ def parse_args(argv=None):
     parser.add_argument('--lambda', dest='lam', type=float, default=er.DEFAULT_LAMBDA,
                         help='weight of the entropy on reduced inputs (>= 0)')
     parser.add_argument('--lr', type=float, default=er.DEFAULT_LR, help='Adam learning rate')
-    parser.add_argument('--epochs', type=cli.positive_int, default=er.DEFAULT_EPOCHS,
-                        help='fine-tuning epochs')
+    cli.add_epoch(parser, er.DEFAULT_EPOCHS, 'fine-tuning epochs')
     cli.add_batchsize(parser, help='examples per batch (regular and reduced alike)')
-    parser.add_argument('--importance', choices=input_reduction.IMPORTANCES[:2],
-                        default='gradient', help='importance used to reduce the training set')
+    cli.add_methods(parser, saliency, ('gradient',), 'the importance that reduces the training '
+                    'set, one of {}'.format(', '.join(TRAINING_IMPORTANCES)),
+                    old_flag='--importance')
     parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
                         help='maximum beam size k (beam max(1, min(k, L - 3)))')
     parser.add_argument('--reduce-limit', type=cli.positive_int, default=None,
                         help='reduce only the first N training examples (CPU time)')
     cli.add_seed(parser, None, "default: the parent's seed")
-    parser.add_argument('--out', default=None, help='default results/<run>_entropy')
-    parser.add_argument('--force', action='store_true',
-                        help='replace an existing --out result folder once the new run has '
-                             'finished (the old one is kept if it fails)')
+    cli.add_result_folder(parser, 'the fine-tuned result folder (default results/<run>_entropy)')
+    cli.add_force(parser)
     cli.add_device(parser)
     return parser.parse_args(argv)
 
 
 def check_args(args):
+    if len(args.methods) != 1 or args.methods[0] not in TRAINING_IMPORTANCES:
+        raise nlp_utils.UserError('--methods {}: the training set is reduced with one of {} '
+                                  '(no DkNN or temperature while the model changes)'.format(
+                                      ','.join(args.methods), ', '.join(TRAINING_IMPORTANCES)))
     er.check_lambda(args.lam)
     input_reduction.check_beam(args.beam)
     if not 0 < args.lr < float('inf'):
@@ -66,18 +74,19 @@ def main(argv=None):
 
 
 def finetune_into(out, args, setup):
-    reduced = er.reduced_training_set(setup, args.importance, args.beam, args.reduce_limit)
+    importance, = args.methods
+    reduced = er.reduced_training_set(setup, importance, args.beam, args.reduce_limit)
     print('reduced training set: {} inputs from {} training examples'.format(
         len(reduced), args.reduce_limit or len(setup.splits.train)))
     seed = setup.config.seed if args.seed is None else args.seed
     history = er.finetune(setup.model, setup.train,
                           [nlp_utils.example_to_ids(x, setup.vocab) for x in reduced],
-                          args.lam, args.lr, args.epochs, args.batchsize, seed)
+                          args.lam, args.lr, args.epoch, args.batchsize, seed)
     for row in history:
         print('epoch {epoch}: nll {nll:.4f}  entropy on reduced {entropy:.4f}'.format(**row))
     settings = {'entropy_lambda': args.lam, 'finetune_lr': args.lr,
-                'finetune_epochs': args.epochs, 'finetune_seed': seed,
-                'reduction_importance': args.importance, 'reduction_beam': args.beam,
+                'finetune_epochs': args.epoch, 'finetune_seed': seed,
+                'reduction_importance': importance, 'reduction_beam': args.beam,
                 'reduction_limit': args.reduce_limit, 'n_reduced_inputs': len(reduced)}
     print('wrote', er.write_finetuned_folder(out, setup, setup.model, settings, history,
                                              cli.command_name(__file__)))

@@ -29,9 +29,7 @@ from nlp_utils import UserError
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--methods', default=','.join(saliency.DEFAULT_METHODS),
-                        help='comma-separated method names. {}'.format(
-                            saliency.describe_methods().replace('%', '%%')))
+    cli.add_methods(parser, saliency, saliency.DEFAULT_METHODS)
     evaluated = parser.add_mutually_exclusive_group()
     cli.add_split(evaluated, help='split whose first --limit examples are interpreted')
     evaluated.add_argument('--eval-file', default=None,
@@ -40,7 +38,7 @@ def parse_args(argv=None):
     cli.add_outputs(parser, "the run's result folder", 'interpretations_<split>',
                     old_path_flags=['--output'])
     # A path after --png is its old spelling, kept: the PNG written there.
-    parser.add_argument('--png', nargs='?', const=True, default=None, metavar='',
+    parser.add_argument('--png', nargs='?', const=True, default=False,
                         help='also write the maps as NAME.png; more than {0} examples go '
                              'into pages NAME_1.png, NAME_2.png, ... of {0} each'.format(
                                  saliency_png.PNG_PAGE_EXAMPLES))
@@ -69,11 +67,11 @@ def output_paths(args, setup, split):
 
 def main(argv=None):
     args = parse_args(argv)
-    methods = saliency.parse_methods(args.methods, '--methods')
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     dknn_settings = cli.dknn_settings(args, setup.result_dir)   # checked before any work
-    settings = saliency_report.page_settings(setup, methods, args.k, args.backend,
-                                             args.neighbors)   # a missing temperature.json fails here
+    # A missing temperature.json fails here, before any work.
+    plan = saliency.plan_methods(args.methods, setup.result_dir, argument='--methods')
+    settings = saliency_report.page_settings(setup, plan, args.k, args.backend, args.neighbors)
     split, examples = setup.evaluation_examples(args.split, args.eval_file, args.skip_bad_lines)
     examples = examples[:args.limit]
     if not examples:
@@ -83,7 +81,7 @@ def main(argv=None):
     dknn = None
     if settings['k'] is not None:
         dknn = dknn_lib.dknn_from_setup(setup, dknn_settings)
-    results = saliency.interpret_all(setup, methods, examples, dknn, args.batchsize)
+    results = saliency.interpret_all(setup, plan, examples, dknn, args.batchsize)
     neighbors = None
     if args.neighbors:
         neighbors = saliency.nearest_training_examples(

@@ -30,7 +30,6 @@ from deepknn import dknn_evaluation
 from deepknn import faithfulness_runs
 from deepknn.feng import input_reduction
 from deepknn.feng import measures
-from deepknn import knn_index
 from deepknn import model_setup
 from deepknn import plausibility as plausibility_lib
 from deepknn import plausibility_runs
@@ -56,7 +55,7 @@ from nlp_utils import UserError
 
 def table1(args):
     rows = table1_report.table1_rows(args.results)
-    carried = table1_report.carried_rows(os.path.join(args.out, 'table1_runs.csv'), rows)
+    carried = table1_report.carried_rows(args.stem + '_runs.csv', rows)
     rows = table1_report.with_carried(rows, carried)
     if all(row['dknn'] is None for row in rows):
         raise UserError('no result folder under {} has a DkNN test report for Table 1; run '
@@ -76,10 +75,10 @@ def table1(args):
               'trains on SNLI dev and tests on SNLI test. Caveat: {}. Every run: '
               '[table1_runs.md](table1_runs.md).\n{}{}\n'.format(pretrained.NLI_CAVEAT, note, produced))
     summary = table1_report.table1_summary(rows)
-    write_table(os.path.join(args.out, 'table1'), summary, columns, header)
+    write_table(args.stem, summary, columns, header)
     run_columns = ['model', 'dataset', 'run', 'seed', 'vocab', 'softmax', 'dknn', 'difference',
                    'dev_softmax', 'dev_dknn', 'epochs', 'backend', 'k', 'model_sha256']
-    write_table(os.path.join(args.out, 'table1_runs'), rows, run_columns,
+    write_table(args.stem + '_runs', rows, run_columns,
                 '# Table 1, every run (%)\n\n{}\n{}{}\n'.format(tables.MODEL_SHA256_NOTE, note,
                                                            produced))
     print(markdown_table(summary, columns))
@@ -89,8 +88,8 @@ TRAINING_SCRIPT = 'scripts/train_and_dknn.sh'   # the training table's rerun com
 
 
 def training(args):
-    rows, carried = training_table.training_rows(
-        args.results, os.path.join(args.out, 'training.csv'), TRAINING_SCRIPT)
+    rows, carried = training_table.training_rows(args.results, args.stem + '.csv',
+                                                 TRAINING_SCRIPT)
     if not rows:
         raise UserError('no result folder under {} has a train_result.json; train with '
                         '{} DATASET MODEL first'.format(args.results, TRAINING_SCRIPT))
@@ -101,7 +100,7 @@ def training(args):
                   tables.MODEL_SHA256_NOTE, tables.carried_note(carried, 'training.csv',
                                                                 args.results),
                   cli.provenance()))
-    write_table(os.path.join(args.out, 'training'), rows, training_table.COLUMNS, header)
+    write_table(args.stem, rows, training_table.COLUMNS, header)
     print(markdown_table(rows, training_table.COLUMNS))
 
 
@@ -165,7 +164,7 @@ def reliability(args):
                                             predictions['prediction'] == labels),
                   calibration.reliability_curve('softmax confidence', probabilities.max(axis=1),
                                             probabilities.argmax(axis=1) == labels)]
-    output = os.path.join(args.out, 'reliability_{}.png'.format(args.run))
+    output = args.stem + '.png'
     plots.save_figure(plots.reliability_figure(curves, '{} (test set)'.format(args.run)), output)
     print('wrote', output)
 
@@ -202,13 +201,13 @@ def entropy(args):
                   args.beam, args.limit, args.limit, args.k, args.backend,
                   *paper_numbers.ENTROPY['accuracy'], *paper_numbers.ENTROPY['reduced_length'],
                   model_setup.models_line(models), cli.provenance()))
-    write_table(os.path.join(args.out, args.name), rows, list(rows[0]), header)
-    print('wrote', os.path.join(args.out, args.name + '.md'))
+    write_table(args.stem, rows, list(rows[0]), header)
+    print('wrote', args.stem + '.md')
 
 
 def add_entropy_command(commands):
     command = commands.add_parser('entropy', help=entropy.__doc__.split('\n')[0])
-    command.add_argument('--runs', required=True, help='comma-separated result folder names')
+    cli.add_runs(command)
     command.add_argument('--suffix', default='_entropy',
                          help='the fine-tuned folder of run R is R + SUFFIX')
     cli.add_limit(command, 300, 'dev examples to reduce and test examples to interpret')
@@ -217,8 +216,7 @@ def add_entropy_command(commands):
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     cli.add_engine(command)
-    command.add_argument('--name', default='entropy_regularization',
-                         help='file name of the table (without .md/.csv)')
+    cli.add_name(command, 'entropy_regularization')   # table, not the fine-tuned runs
 
 
 def faithfulness(args):
@@ -227,30 +225,30 @@ def faithfulness(args):
     ERASER comprehensiveness/sufficiency, AOPC and deletion/insertion areas of each
     method's ranking (and the random and reversed baselines) with bootstrap intervals,
     paired differences, and the methods' Kendall agreement (faithfulness_runs.py)."""
-    methods = saliency.parse_methods(args.methods or ','.join(faithfulness_runs.DEFAULT_METHODS),
-                                     '--methods')   # before the DkNN build
+    methods = args.methods or faithfulness_runs.DEFAULT_METHODS
     # Only a method nobody named may be left out (calibrated without temperature.json).
     optional = () if args.methods else methods
-    setup, dknn = load_run(args, check=lambda setup: (
-        faithfulness_runs.usable_methods(setup, methods, optional)))
+    planned = {}     # the method plan, made before the slow DkNN build
+    setup, dknn = load_run(args, check=lambda setup: planned.setdefault(
+        'plan', saliency.plan_methods(methods, setup.result_dir, optional, '--methods')))
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
         raise UserError('the {} split of {} is empty; pass another --split'.format(
             args.split, args.run))
-    run = faithfulness_runs.run_faithfulness(setup, examples, dknn, methods,
+    run = faithfulness_runs.run_faithfulness(setup, examples, dknn, planned['plan'],
                                              batchsize=args.batchsize, curves=args.curves,
                                              seed=args.seed, optional=optional)
     summaries = faithfulness_runs.summarize(run, seed=args.seed)
     differences = faithfulness_runs.paired_differences(run, seed=args.seed)
-    stem = os.path.join(args.out, 'faithfulness_{}_{}'.format(args.run, args.split))
+    stem = args.stem
     title = 'Faithfulness of the interpretation methods: {}, first {} {} sentences'.format(
         args.run, len(examples), args.split)
     header = ('# {}\n\nModel: {} {} ({} epochs), {}. DkNN: k={}, {}. Random baseline seed '
               '{}.\n{}\n'.format(title, setup.config.dataset, setup.config.model,
                                  setup.config.epoch, model_setup.run_description(setup), args.k,
                                  args.backend, args.seed, cli.provenance()))
-    nlp_utils.atomic_write_files(faithfulness_report.report_writes(
-        run, summaries, differences, stem, header, title))
+    nlp_utils.atomic_write_files(plots.report_writes(
+        faithfulness_report, run, summaries, differences, stem, header, title))
     print('wrote {0}.md, {0}.csv and {0}.png'.format(stem))
 
 
@@ -293,7 +291,7 @@ def faithfulness_summary(args):
               'beyond the interval (higher comprehensiveness and insertion area, lower '
               'sufficiency and deletion area are better). Per run: '
               'faithfulness_RUN_{}.md.\n{}\n'.format(args.split, args.split, cli.provenance()))
-    write_table(os.path.join(args.out, 'faithfulness_summary_{}'.format(args.split)), rows,
+    write_table(args.stem, rows,
                 faithfulness_report.SUMMARY_COLUMNS, header)
     print(markdown_table(rows, faithfulness_report.SUMMARY_COLUMNS))
 
@@ -302,22 +300,22 @@ def add_summary_parser(commands, name, function):
     """The subcommand NAME (e.g. faithfulness-summary) over the runs its measure
     (faithfulness) was run on."""
     summary = commands.add_parser(name, help=function.__doc__.split('\n')[0])
-    summary.add_argument('--runs', required=True, help='comma-separated result folder names '
-                         'measured by ' + name.split('-')[0])
+    cli.add_runs(summary, 'comma-separated result folder names measured by ' +
+                 name.split('-')[0])
+    cli.add_name(summary, OUTPUTS[name][0].replace('{split}', 'SPLIT'))
     return summary
 
 
 def add_faithfulness_command(commands):
     command = commands.add_parser('faithfulness', help=faithfulness.__doc__.split('\n')[0])
+    cli.add_name(command, 'faithfulness_RUN_SPLIT')
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     cli.add_split(command, help='the sentences measured')
     cli.add_limit(command, 200, 'the first N sentences of the split')
-    command.add_argument('--methods', default=None,
-                         help='comma-separated interpretation methods (default: {}; there '
-                              'calibrated is left out with a note when the run has no '
-                              'temperature.json, named here it needs one): {}'.format(
-                                  ','.join(faithfulness_runs.DEFAULT_METHODS),
-                                  saliency.describe_methods()))
+    cli.add_methods(command, saliency, help='comma-separated interpretation methods (default: '
+                    '{}; there calibrated is left out with a note when the run has no '
+                    'temperature.json, named here it needs one)'.format(
+                        ','.join(faithfulness_runs.DEFAULT_METHODS)))
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     cli.add_engine(command)
@@ -335,7 +333,7 @@ def plausibility(args):
     ERASER's AUPRC, top-k token and IOU F1 and the rank correlation of each method's map
     (and a seeded random one) with the treebank's rationales, the extraneous words of
     section 5.1, bootstrap intervals and paired differences (plausibility_runs.py)."""
-    methods = saliency.parse_methods(args.methods, '--methods')   # before the DkNN build
+    methods = args.methods     # checked as the flags were read
     found = {}
 
     def read_trees(setup):    # before the slow DkNN build
@@ -346,14 +344,14 @@ def plausibility(args):
     examples = setup.splits.test[:args.limit]
     run = plausibility_runs.run_plausibility(setup, examples, found['trees'], dknn, methods,
                                              args.thresholds, args.batchsize, args.seed)
-    stem = os.path.join(args.out, 'plausibility_{}'.format(args.run))
+    stem = args.stem
     title = 'Plausibility against SST human rationales: {}, first {} test sentences'.format(
         args.run, len(examples))
     header = '# {}\n\nModel: {} {} ({} epochs), {}. DkNN: k={}, {}. Random seed {}.\n{}\n'.format(
         title, setup.config.dataset, setup.config.model, setup.config.epoch,
         model_setup.run_description(setup), args.k, args.backend, args.seed, cli.provenance())
-    nlp_utils.atomic_write_files(plausibility_report.report_writes(
-        run, plausibility_runs.summarize(run, seed=args.seed),
+    nlp_utils.atomic_write_files(plots.report_writes(
+        plausibility_report, run, plausibility_runs.summarize(run, seed=args.seed),
         plausibility_runs.paired_differences(run, seed=args.seed), stem, header, title))
     print('wrote {0}.md, {0}.csv and {0}.png'.format(stem))
 
@@ -373,7 +371,7 @@ def plausibility_summary(args):
                                                  args.thresholds)
     header = plausibility_report.summary_header(args.thresholds, summary.weights,
                                                 cli.provenance())
-    stem = os.path.join(args.out, 'plausibility_summary')
+    stem = args.stem
     writes = tables.table_writes(stem, summary.rows, summary.columns, header)
     if summary.points:
         writes.append(plots.figure_write(plausibility_report.plausibility_vs_faithfulness(
@@ -384,6 +382,7 @@ def plausibility_summary(args):
 
 def add_plausibility_commands(commands):
     command = commands.add_parser('plausibility', help=plausibility.__doc__.split('\n')[0])
+    cli.add_name(command, 'plausibility_RUN')
     command.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
     cli.add_limit(command, help='the first N test sentences (default: all)')
     default_thresholds = ','.join('{:g}'.format(t) for t in plausibility_lib.DEFAULT_THRESHOLDS)
@@ -393,9 +392,7 @@ def add_plausibility_commands(commands):
                               'is the headline')
     command.add_argument('--trees', default=None,
                          help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
-    command.add_argument('--methods', default=','.join(faithfulness_runs.DEFAULT_METHODS),
-                         help='comma-separated interpretation methods: ' +
-                              saliency.describe_methods())
+    cli.add_methods(command, saliency, faithfulness_runs.DEFAULT_METHODS)
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     cli.add_engine(command)
@@ -405,21 +402,21 @@ def add_plausibility_commands(commands):
                          help='the rationale thresholds tabled; the figure takes the first')
 
 
-OUTPUTS = {'entropy': ('{name}.md', '{name}.csv'), 'table1': ('table1.md', 'table1.csv', 'table1_runs.md', 'table1_runs.csv'), 'training': ('training.md', 'training.csv'),
-           'reliability': ('reliability_{run}.png',),
-           'table2': ('table2_{run}.html', 'table2_{run}.png', 'table2_{run}.csv'),
-           'highlights': ('highlights_{run}.md', 'highlights_{run}.csv'),
-           'terribly': ('terribly_{run}.md', 'terribly_{run}.csv'),
-           'normalizations': ('normalization_{run}.md', 'normalization_{run}.csv'),
-           'snli-artifacts': ('snli_artifacts_{run}.md', 'snli_artifacts_{run}.csv'),
-           'faithfulness': ('faithfulness_{run}_{split}.md', 'faithfulness_{run}_{split}.csv',
-                            'faithfulness_{run}_{split}.png'),
-           'faithfulness-summary': ('faithfulness_summary_{split}.md',
-                                    'faithfulness_summary_{split}.csv'),
-           'plausibility': ('plausibility_{run}.md', 'plausibility_{run}.csv',
-                            'plausibility_{run}.png'),
-           'plausibility-summary': ('plausibility_summary.md', 'plausibility_summary.csv',
-                                    'plausibility_summary.png')}
+# Each subcommand's file stem in --out (--name replaces it where the subcommand has one;
+# the section 5-6 analyses name theirs) and the suffixes of its outputs.
+OUTPUTS = {'entropy': ('entropy_regularization', ('.md', '.csv')),
+           'table1': ('table1', ('.md', '.csv', '_runs.md', '_runs.csv')),
+           'training': ('training', ('.md', '.csv')),
+           'reliability': ('reliability_{run}', ('.png',)),
+           'table2': ('table2_{run}', ('.html', '.png', '.csv')),
+           'highlights': ('highlights_{run}', ('.md', '.csv')),
+           'terribly': ('terribly_{run}', ('.md', '.csv')),
+           'normalizations': ('normalization_{run}', ('.md', '.csv')),
+           'snli-artifacts': ('snli_artifacts_{run}', ('.md', '.csv')),
+           'faithfulness': ('faithfulness_{run}_{split}', ('.md', '.csv', '.png')),
+           'faithfulness-summary': ('faithfulness_summary_{split}', ('.md', '.csv')),
+           'plausibility': ('plausibility_{run}', ('.md', '.csv', '.png')),
+           'plausibility-summary': ('plausibility_summary', ('.md', '.csv', '.png'))}
 
 
 # The study folder each subcommand writes into without --out (results/README.md).
@@ -430,27 +427,34 @@ STUDY_FOLDERS = {**dict.fromkeys(['table1', 'training', 'reliability', 'table2',
                                   'plausibility-summary'], cli.FAITHFULNESS)}
 
 
-def check_overwrite(args):
+def output_stem(args):
+    """DIR/STEM of the subcommand's outputs: --out (default: its study folder) and
+    --name, else the subcommand's own stem."""
+    name, _ = OUTPUTS[args.command]
+    return cli.output_stem(args, STUDY_FOLDERS[args.command], name.format(
+        run=getattr(args, 'run', ''), split=getattr(args, 'split', '')))
+
+
+def check_overwrite(args, stem):
     """The committed tables of a study folder are only replaced on request: without an
     explicit --out, an existing output file needs --overwrite."""
-    cli.check_table_outputs(args.out, args.overwrite, [
-        os.path.join(STUDY_FOLDERS[args.command],
-                     name.format(run=getattr(args, 'run', ''), name=getattr(args, 'name', ''),
-                                 split=getattr(args, 'split', '')))
-        for name in OUTPUTS[args.command]])
+    cli.check_table_outputs(args.out, args.overwrite,
+                            [stem + suffix for suffix in OUTPUTS[args.command][1]])
 
 
 def main(argv=None):
     parser = cli.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
     cli.add_table_output(parser)
+    parser.set_defaults(name=None)      # the analyses below have no --name
     commands = parser.add_subparsers(dest='command', required=True)
-    commands.add_parser('table1', help='softmax vs DkNN accuracy (Table 1)')
-    commands.add_parser('training', help='accuracy, seconds per epoch and memory of each run')
+    for name, what in (('table1', 'softmax vs DkNN accuracy (Table 1)'),
+                       ('training', 'accuracy, seconds per epoch and memory of each run')):
+        cli.add_name(commands.add_parser(name, help=what), name)
     figure = commands.add_parser('reliability', help='reliability diagram of one run')
+    cli.add_name(figure, 'reliability_RUN')
     figure.add_argument('--run', default='stsa.binary_cnn', help='result folder name')
-    figure.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss',
-                        help='the DkNN run whose test predictions are drawn')
+    cli.add_backend(figure, help='the DkNN run whose test predictions are drawn')
     for name, (function, _, _) in paper_analyses.ANALYSES.items():
         command = commands.add_parser(name, help=function.__doc__.split('\n')[0])
         command.add_argument('--run', default='snli_bilstm' if name == 'snli-artifacts'
@@ -476,7 +480,10 @@ def main(argv=None):
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))
     cli.check_output_folder(args.out, '--out')
-    check_overwrite(args)
+    if getattr(args, 'run', None):      # the input before the outputs
+        check_run_exists(args)
+    args.stem = output_stem(args)
+    check_overwrite(args, args.stem)
     args.out = args.out or STUDY_FOLDERS[args.command]
     args.produced_by = cli.provenance()
     commands_by_name = {'table1': table1, 'training': training, 'reliability': reliability,

@@ -8,8 +8,9 @@ raw text: it is tokenized like the model's training data and lower-cased where t
 vocabulary only knows the lower case. Writes OUT/NAME.csv and OUT/NAME.md: per line the
 model's prediction and softmax probability, the DkNN's prediction, credibility and
 confidence, and the words the model has no entry for; and OUT/NAME.html and
-OUT/NAME_importances.csv, a map per sentence for each of --methods ('none' for no maps). A model trained with --n-calib 0
-has no calibration split: its table has the softmax columns only.
+OUT/NAME_importances.csv, a map per sentence for each of --methods ('none' for no
+maps). A model trained with --n-calib 0 has no calibration split: its table has the
+softmax columns only.
 """
 import sys
 
@@ -32,8 +33,7 @@ def parse_args(argv=None):
     parser.add_argument('--input', required=True,
                         help='text file, one sentence (or premise<TAB>hypothesis) per line')
     cli.add_outputs(parser, cli.RESULTS, 'predictions')
-    parser.add_argument('--methods', default=','.join(saliency.DEFAULT_METHODS),
-                        help="comma-separated interpretation methods, or 'none'")
+    cli.add_methods(parser, saliency, saliency.DEFAULT_METHODS, none=True)
     cli.add_dknn(parser)
     cli.add_engine(parser)
     cli.add_batchsize(parser)
@@ -99,11 +99,16 @@ def prediction_rows(setup, inputs, dknn, batchsize):
     return rows
 
 
+def output_stem(args):
+    """DIR/STEM of the outputs. --out was an output path: `--out DIR/STEM` (no --name)
+    still writes DIR/STEM.csv, ..."""
+    return cli.output_stem(args, cli.RESULTS, 'predictions', out_was_path=True)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    methods = [] if args.methods == 'none' else saliency.parse_methods(args.methods, '--methods')
-    # --out was an output path: `--out DIR/STEM` still writes DIR/STEM.csv, ...
-    stem = cli.output_stem(args, cli.RESULTS, 'predictions', out_was_path=True)
+    methods = args.methods
+    stem = output_stem(args)
     outputs = [stem + suffix for suffix in ('.csv', '.md')] + (
         [stem + '.html', stem + '_importances.csv'] if methods else [])
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
@@ -111,7 +116,9 @@ def main(argv=None):
     if methods and not setup.splits.calib and saliency.needs_dknn(methods):
         raise UserError('--methods {}: needs a DkNN, and this model has no calibration split '
                         '(trained with --n-calib 0); pass --methods confidence,gradient'.format(
-                            args.methods), 'methods')
+                            ','.join(args.methods)), 'methods')
+    methods = saliency.plan_methods(methods, setup.result_dir, argument='--methods') \
+        if methods else None     # temperature.json read once, here
     settings = saliency_report.page_settings(setup, methods, args.k, args.backend) if methods \
         else None
     inputs = setup.new_inputs(args.input)

@@ -1,7 +1,7 @@
 """Input reduction (Feng et al. 2018) on a trained model: reduced inputs, Figures 3-4, tables.
 
     python reduce_inputs.py --model-setup results/stsa.binary_cnn/args.json \
-        --importance gradient,confidence,conformity --split dev [--limit N] [--beam 5]
+        --methods gradient,confidence,conformity --split dev [--limit N] [--beam 5]
 
 Writes into --out (default results/feng/), with NAME (--name, default reduction_<run>_<split>):
 per importance NAME_<importance> with .jsonl (original and reduced text, prediction, confidence and credibility before
@@ -21,6 +21,7 @@ import nlp_utils
 from deepknn.reports import reduction_report
 from deepknn import result_folder
 from deepknn import leave_one_out
+from deepknn import saliency
 from nlp_utils import UserError
 from deepknn.reports.tables import table_writes
 
@@ -29,9 +30,8 @@ from deepknn.reports.tables import table_writes
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--importance', default='gradient',
-                        help='comma-separated, from {}'.format(
-                            ', '.join(input_reduction.IMPORTANCES)))
+    cli.add_methods(parser, saliency, ('gradient',), 'comma-separated importances that rank '
+                    'the words to remove', old_flag='--importance')
     cli.add_split(parser, 'dev', 'examples to reduce (the paper: dev)')
     cli.add_limit(parser, help='reduce only the first N examples')
     parser.add_argument('--beam', type=int, default=input_reduction.DEFAULT_BEAM,
@@ -46,34 +46,28 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def parse_importances(text):
-    names = [name.strip() for name in text.split(',') if name.strip()]
-    unknown = [name for name in names if name not in input_reduction.IMPORTANCES]
-    if unknown or not names:
-        raise UserError('--importance {!r}: choose from {}'.format(
-            text, ', '.join(input_reduction.IMPORTANCES)))
-    return list(dict.fromkeys(names))
-
-
 def needs_dknn(setup, importances, no_dknn):
-    """Whether to build the DkNN; a UserError when conformity cannot have one."""
+    """Whether to build the DkNN; a UserError when an importance that needs one
+    (conformity, credibility) cannot have it."""
     has_calib = len(setup.splits.calib) > 0
-    if 'conformity' in importances and (no_dknn or not has_calib):
-        raise UserError('--importance conformity needs the DkNN and its calibration split: '
-                        '{}; use --importance gradient,confidence'.format(
+    wanting = [name for name in importances if saliency.REGISTRY[name].needs_dknn]
+    if wanting and (no_dknn or not has_calib):
+        raise UserError('--methods {} needs the DkNN and its calibration split: '
+                        '{}; use --methods gradient,confidence'.format(wanting[0],
                             'drop --no-dknn' if has_calib else
                             'this model was trained with --n-calib 0, re-train with '
                             '--n-calib 1000'))
     return has_calib and not no_dknn
 
 
-def reduce_split(setup, importances, examples, dknn, args):
-    """{importance: (reductions, before_after view, seconds)}."""
+def reduce_split(setup, plan, examples, dknn, args):
+    """{importance: (reductions, before_after view, seconds)} of each method of the
+    saliency.MethodPlan `plan`."""
     results = {}
-    for importance in importances:
+    for importance in plan.methods:
         start = time.perf_counter()
         reducer = input_reduction.make_reducer(importance, setup, dknn, args.beam,
-                                               args.batchsize)
+                                               args.batchsize, plan.temperature)
         reductions = reducer.reduce(examples, progress='reducing ({})'.format(importance))
         seconds = time.perf_counter() - start
         view = input_reduction.before_after(setup.model, setup.vocab, reductions, dknn,
@@ -135,32 +129,36 @@ def _rounded(value):
     return None if value is None else round(value, 3)
 
 
+def output_stem(args, run):
+    """DIR/STEM of the table; the importances' files are STEM_<importance>.*"""
+    return cli.output_stem(args, cli.RESULTS, 'reduction_{}_{}'.format(run, args.split))
+
+
 def main(argv=None):
     args = parse_args(argv)
-    importances = parse_importances(args.importance)
+    importances = args.methods
     input_reduction.check_beam(args.beam)      # before the slow loading
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     dknn_settings = cli.dknn_settings(args, setup.result_dir)   # checked before any work
-    examples = getattr(setup.splits, args.split)[:args.limit]
-    if not examples:
-        raise UserError('the {} split is empty; choose another --split'.format(args.split))
+    examples = cli.split_examples(setup, args.split)[:args.limit]
+    plan = saliency.plan_methods(importances, setup.result_dir, argument='--methods')
+    use_dknn = needs_dknn(setup, plan.methods, args.no_dknn)
     run = os.path.basename(setup.result_dir)
-    stem = cli.output_stem(args, cli.FENG, 'reduction_{}_{}'.format(run, args.split))
+    stem = output_stem(args, run)
     cli.check_new_outputs([stem + '.md'], args.overwrite)   # after the inputs
     # Held until the outputs are written: a second call with the same outputs stops here,
     # and what a killed call left beside them is removed.
     with result_folder.lock_outputs(stem, output_paths(stem, importances), 'reduce_inputs.py'):
         cli.check_new_outputs([stem + '.md'], args.overwrite)
-        reduce_and_write(args, setup, importances, examples, dknn_settings, stem)
+        reduce_and_write(args, setup, plan, examples, dknn_settings if use_dknn else None,
+                         stem)
 
 
-def reduce_and_write(args, setup, importances, examples, dknn_settings, stem):
-    """Reduce `examples` with each importance (with the DkNN of `dknn_settings` where
-    one is needed); write the table, records, pages, figures."""
-    dknn = None
-    if needs_dknn(setup, importances, args.no_dknn):
-        dknn = dknn_lib.dknn_from_setup(setup, dknn_settings)
-    results = reduce_split(setup, importances, examples, dknn, args)
+def reduce_and_write(args, setup, plan, examples, dknn_settings, stem):
+    """Reduce `examples` with each importance of `plan`, with the DkNN of `dknn_settings`
+    (None: without a DkNN); write the table, records, pages and figures under `stem`."""
+    dknn = None if dknn_settings is None else dknn_lib.dknn_from_setup(setup, dknn_settings)
+    results = reduce_split(setup, plan, examples, dknn, args)
     run = os.path.basename(setup.result_dir)
     rows = table_rows(setup, results, run)
     columns = list(rows[0])

@@ -31,12 +31,10 @@ def parse_args(argv=None):
                         help='a folder with train.npz, calib.npz and test.npz (arrays layer_0, '
                              'layer_1, ..., labels, optionally logits) from any framework')
     evaluated = parser.add_mutually_exclusive_group()
-    evaluated.add_argument('--split', choices=('train', 'dev', 'calib', 'test'), default='test',
-                           help='split to evaluate (with --activations: DIR/<split>.npz)')
+    cli.add_split(evaluated, help='split to evaluate (with --activations: DIR/<split>.npz)')
     evaluated.add_argument('--eval-file', default=None,
                            help="evaluate this file instead, in the training data's format")
-    parser.add_argument('--out', default=None,
-                        help='folder for the report (default: the result folder, or DIR)')
+    cli.add_out(parser, 'folder for the report (default: the result folder, or DIR)')
     cli.add_backend(parser, help='nearest-neighbour search: faiss (exact by default, the '
                     "fastest), kdtree (the paper's; same neighbours), lsh (approximate)")
     parser.add_argument('--lsh', dest='backend', action='store_const', const='lsh',
@@ -51,19 +49,7 @@ def parse_args(argv=None):
                              "predictions (as the paper's text says)")
     parser.add_argument('--last-layer-only', action='store_true',
                         help="only the last layer's neighbours count (the original KD-tree path)")
-    parser.add_argument('--faiss-kind', choices=('flat', 'hnsw', 'ivf', 'ivfpq'), default='flat',
-                        help='flat is exact; hnsw, ivf and ivfpq (compressed) are approximate')
-    parser.add_argument('--pq-m', type=cli.positive_int, default=None,
-                        help='ivfpq bytes per vector (divides the layer size; default: the '
-                             'largest divisor up to 64)')
-    parser.add_argument('--nprobe', type=cli.positive_int, default=16,
-                        help='faiss ivf cells searched')
-    parser.add_argument('--ef-search', type=cli.positive_int, default=128,
-                        help='faiss hnsw search breadth')
-    parser.add_argument('--lsh-bits', type=cli.positive_int, default=None,
-                        help='LSH hash bits per table')
-    parser.add_argument('--lsh-tables', type=cli.positive_int, default=None,
-                        help='LSH hash tables')
+    cli.add_index_options(parser)
     parser.add_argument('--no-cache', action='store_true', help='recompute train activations')
     args = parser.parse_args(argv)
     if args.activations and args.eval_file:

@@ -78,19 +78,9 @@ def backoff(args):
 
 
 # ---------------------------------------------------------------- explain / retrieved
-def split_examples(setup, split):
-    """Token-level (tokens, label) examples of a split; a UserError when it is empty (a
-    run trained with --n-calib 0 has no calib split)."""
-    examples = getattr(setup.splits, split)
-    if not examples:
-        raise UserError('--split {}: the {} split of {} is empty; pass another --split'.format(
-            split, split, setup.result_dir))
-    return examples
-
-
 def explain(args):
     setup = load(args, args.model_setup)
-    examples = split_examples(setup, args.split)
+    examples = cli.split_examples(setup, args.split)
     positions = args.examples or list(range(min(5, len(examples))))
     if any(not 0 <= p < len(examples) for p in positions):
         raise UserError('--examples must be indices into the {} {} examples'.format(
@@ -219,7 +209,7 @@ def contrast(args):
     if runs[0].label_names != runs[1].label_names or not runs[0].config.pair:
         raise UserError('--model-setup: contrast needs two pair (NLI) runs with the same labels')
     knn.check_temperature(args.temperature)
-    examples = split_examples(runs[0], args.split)[:args.limit]
+    examples = cli.split_examples(runs[0], args.split)[:args.limit]
     evaluated_on = knn_tables.split_name(runs[0].config, args.split)
     names = [os.path.basename(run.result_dir) for run in runs]
     predictions = [knn.split_outputs(run, run.encode(examples), args.batchsize,

@@ -65,9 +65,10 @@ def main(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
     evaluated = parser.add_mutually_exclusive_group()
-    evaluated.add_argument('--split', choices=('train', 'dev', 'test'), default=None,
-                           help='evaluate the saved temperature on this split (default: fit it '
-                                'on the calibration split)')
+    cli.add_split(evaluated, None, 'evaluate the saved temperature on this split (default: fit '
+                  'it on the calibration split)', unusable={
+                      'calib': 'the temperature is fitted there (scaling.py without --split); '
+                               'evaluate it on train, dev or test'})
     evaluated.add_argument('--eval-file', default=None,
                            help="evaluate the saved temperature on this file, in the training "
                                 "data's format")

@@ -44,16 +44,17 @@ def parse_args(argv=None):
     parser.add_argument('--embed-dim', type=cli.positive_int, default=300,
                         help='embedding size without --word_vectors (with them, their size)')
     cli.add_batchsize(parser, None, 'examples per training batch (default: 64, transformers 32)')
-    parser.add_argument('--epoch', '-e', type=cli.positive_int, default=None,
-                        help='epochs; the model with the best dev accuracy is kept (default: '
-                             '30, transformers 3)')
+    cli.add_epoch(parser, None, 'epochs; the model with the best dev accuracy is kept (default: '
+                  '30, transformers 3)')
     parser.add_argument('--unit', '-u', type=cli.positive_int, default=300,
                         help='size of filters (CNN: unit // 3 per width), LSTMs and FC layers')
-    parser.add_argument('--layer', '-l', type=cli.positive_int, default=3, help='recurrent layers')
+    # --layer is the activation layer elsewhere: here it stays a hidden alias.
+    parser.add_argument('--lstm-layers', '-l', dest='layer', type=cli.positive_int,
+                        default=3, help='recurrent layers')
+    cli.add_hidden_alias(parser, '--layer', 'layer', type=cli.positive_int)
     parser.add_argument('--dropout', '-d', type=cli.fraction, default=0.4,
                         help='dropout rate, in [0, 1)')
-    parser.add_argument('--out', '-o', default=None,
-                        help='result folder (default results/<dataset>_<model>)')
+    cli.add_result_folder(parser, 'result folder (default results/<dataset>_<model>)')
     parser.add_argument('--char-based', action='store_true', help='characters as tokens')
     cli.add_seed(parser, 777, 'seeds data splits, initialisation and batch order')
     cli.add_device(parser)
@@ -90,9 +91,7 @@ def parse_args(argv=None):
     parser.add_argument('--label-noise-seed', type=cli.seed, default=0,
                         help='seed choosing the flipped examples and their new labels')
     existing = parser.add_mutually_exclusive_group()
-    existing.add_argument('--force', action='store_true',
-                          help='replace an existing result folder of this tool once the new run '
-                               'has finished (the old one is kept if it fails)')
+    cli.add_force(existing)
     existing.add_argument('--resume', action='store_true',
                           help='continue the run in --out from its last snapshot (e.g. with a '
                                'larger --epoch); never deletes anything')

@@ -52,10 +52,9 @@ def main():
     cli.add_k(parser)
     cli.add_batchsize(parser, 1024, 'test examples per batched query')
     cli.add_limit(parser, help='first N test examples only')
-    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_dknn_throughput')
+    cli.add_benchmark_outputs(parser, 'bench_dknn_throughput')
     args = parser.parse_args()
-    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_dknn_throughput', out_was_path=True) + '.md'
-    cli.check_new_outputs([path], args.overwrite)
+    path = cli.benchmark_table(args) + '.md'
     setup = model_setup.load_setup(args.model_setup)
     inputs = [x for x, _ in setup.test[:args.limit]]
     dknns = {backend: dknn_lib.dknn_from_setup(setup, dknn_settings.DkNNSettings(args.k, backend))

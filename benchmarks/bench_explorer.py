@@ -47,7 +47,7 @@ def parse_args(argv=None):
     parser.add_argument('--rows', type=cli.positive_int, default=10000,
                         help='examples in the dataset view\'s split')
     cli.add_repeats(parser, 5)
-    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_explorer')
+    cli.add_benchmark_outputs(parser, 'bench_explorer')
     return parser.parse_args(argv)
 
 
@@ -70,8 +70,7 @@ def row(measurement, seconds, target=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_explorer', out_was_path=True) + '.md'
-    cli.check_new_outputs([path], args.overwrite)
+    path = cli.benchmark_table(args) + '.md'
     session = explorer.ExplorerSession.open(args.model_setup, explorer.Settings(
         k=args.k, backend=args.backend, gpu=args.gpu, data_dir=args.data_dir))
     client = TestClient(explorer_app.make_app(session))

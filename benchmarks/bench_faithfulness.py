@@ -20,6 +20,7 @@ from deepknn import cli  # noqa: E402
 from deepknn import dknn as dknn_lib  # noqa: E402
 from deepknn import faithfulness_runs  # noqa: E402
 from deepknn import model_setup  # noqa: E402
+from deepknn import saliency  # noqa: E402
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
@@ -35,20 +36,16 @@ def main(argv=None):
     cli.add_split(parser, help='the sentences measured')
     cli.add_limit(parser, 50, 'the first N sentences of the split')
     cli.add_repeats(parser)
-    parser.add_argument('--methods', default=None,
-                        help='comma-separated interpretation methods (default: {}, calibrated '
-                             'left out without temperature.json)'.format(
-                                 ','.join(faithfulness_runs.DEFAULT_METHODS)))
+    cli.add_methods(parser, saliency, help='comma-separated interpretation methods (default: {}, '
+                    'calibrated left out without temperature.json)'.format(
+                        ','.join(faithfulness_runs.DEFAULT_METHODS)))
     cli.add_dknn(parser)
     cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--curves', action=argparse.BooleanOptionalAction,
                         default=True, help='deletion and insertion curves')
-    cli.add_outputs(parser, cli.BENCHMARKS + ' (given --out or --name; else the table is only '
-                    'printed)', 'bench_faithfulness')
+    cli.add_benchmark_outputs(parser, 'bench_faithfulness', printed_only=True)
     args = parser.parse_args(argv)
-    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_faithfulness', out_was_path=True) + '.md' \
-        if args.out or args.name else None   # else the table is only printed
-    cli.check_new_outputs([path] if path else [], args.overwrite)
+    stem = cli.benchmark_table(args)     # None: the table is only printed
     setup = model_setup.load_setup(args.model_setup)
     examples = getattr(setup.splits, args.split)[:args.limit]
     if not examples:
@@ -79,8 +76,8 @@ def main(argv=None):
         len(examples) / min(seconds), rows / median, rows / max(seconds), rows / min(seconds),
         rows, loo_rows(run), run.n_rows)
     print(table)
-    if path:
-        nlp_utils.atomic_write_text(path, table)
+    if stem:
+        nlp_utils.atomic_write_text(stem + '.md', table)
 
 
 if __name__ == '__main__':

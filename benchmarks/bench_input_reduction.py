@@ -35,10 +35,9 @@ def main():
                         help='test sentences for the one-at-a-time comparison')
     cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--beam', type=cli.positive_int, default=5, help='maximum beam')
-    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_input_reduction')
+    cli.add_benchmark_outputs(parser, 'bench_input_reduction')
     args = parser.parse_args()
-    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_input_reduction', out_was_path=True) + '.md'
-    cli.check_new_outputs([path], args.overwrite)
+    path = cli.benchmark_table(args) + '.md'
     setup = model_setup.load_setup(args.model_setup)
     test = setup.splits.test
     subset = test[:args.baseline_limit]

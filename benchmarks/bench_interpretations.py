@@ -60,10 +60,9 @@ def main():
     cli.add_k(parser)
     cli.add_backend(parser, help='search backend of (b)')
     cli.add_repeats(parser)
-    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_interpretations')
+    cli.add_benchmark_outputs(parser, 'bench_interpretations')
     args = parser.parse_args()
-    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_interpretations', out_was_path=True) + '.md'
-    cli.check_new_outputs([path], args.overwrite)
+    path = cli.benchmark_table(args) + '.md'
     setup = model_setup.load_setup(args.model_setup)
     if setup.model.pair:
         raise nlp_utils.UserError('this benchmark takes a single-sentence model')

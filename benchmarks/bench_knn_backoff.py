@@ -79,14 +79,13 @@ def parse_args(argv=None):
     cli.add_repeats(parser, 5)
     cli.add_limit(parser, help='time the first N test inputs only (default: all)')
     cli.add_data_dir(parser, 'data folder (default: as trained)')
-    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_knn_backoff')
+    cli.add_benchmark_outputs(parser, 'bench_knn_backoff')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    stem = cli.output_stem(args, cli.BENCHMARKS, 'bench_knn_backoff', out_was_path=True)
-    cli.check_new_outputs([stem + '.md', stem + '.csv'], args.overwrite)
+    stem = cli.benchmark_table(args, ('.md', '.csv'))
     rows = []
     for path in args.model_setup:
         setup = model_setup.load_setup(path, data_dir=args.data_dir)

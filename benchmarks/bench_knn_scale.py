@@ -204,10 +204,9 @@ def main():
     parser.add_argument('--max-seconds', type=cli.positive_number, default=180.0,
                         help='budget for one backend build+search at one dimension')
     cli.add_seed(parser, help='seed of the synthetic data')
-    cli.add_outputs(parser, cli.BENCHMARKS, 'knn_scale')
+    cli.add_benchmark_outputs(parser, 'knn_scale')
     args = parser.parse_args()
-    stem = cli.output_stem(args, cli.BENCHMARKS, 'knn_scale', out_was_path=True)
-    cli.check_new_outputs([stem + '.md', stem + '.csv'], args.overwrite)
+    stem = cli.benchmark_table(args, ('.md', '.csv'))
     unknown = [b for b in args.backends if b not in BENCH_BACKENDS]
     if unknown:
         raise UserError('unknown backend(s) {}; choose from {}'.format(

@@ -69,10 +69,9 @@ def main():
                         help='batches timed with each implementation')
     cli.add_batchsize(parser, help='sentences per batch')
     cli.add_seed(parser, help='seed of the weights and the batches')
-    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_lstm')
+    cli.add_benchmark_outputs(parser, 'bench_lstm')
     args = parser.parse_args()
-    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_lstm', out_was_path=True) + '.md'
-    cli.check_new_outputs([path], args.overwrite)
+    path = cli.benchmark_table(args) + '.md'
     batches, n_vocab, epoch_batches, n_train = sst_batches(
         args.data_dir, args.batchsize, args.batches, args.seed)
     np.random.seed(args.seed)

@@ -45,12 +45,9 @@ def main(argv=None):
                         help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
     cli.add_dknn(parser)
     cli.add_batchsize(parser, 256, 'rows per model batch')
-    cli.add_outputs(parser, cli.BENCHMARKS + ' (given --out or --name; else the table is only '
-                    'printed)', 'bench_plausibility')
+    cli.add_benchmark_outputs(parser, 'bench_plausibility', printed_only=True)
     args = parser.parse_args(argv)
-    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_plausibility', out_was_path=True) + '.md' \
-        if args.out or args.name else None   # else the table is only printed
-    cli.check_new_outputs([path] if path else [], args.overwrite)
+    stem = cli.benchmark_table(args)     # None: the table is only printed
     setup = model_setup.load_setup(args.model_setup)
     trees = sst_trees.read_trees(args.trees or sst_trees.default_trees_path(
         'test', setup.config.data_dir))
@@ -77,8 +74,8 @@ def main(argv=None):
         args.k, args.backend, args.repeats, cli.machine_load(), ' '.join(sys.argv),
         spread(map_seconds), spread(measure_seconds), spread(shares))
     print(table)
-    if path:
-        nlp_utils.atomic_write_text(path, table)
+    if stem:
+        nlp_utils.atomic_write_text(stem + '.md', table)
 
 
 if __name__ == '__main__':

@@ -116,10 +116,13 @@ def check_exact(found, expected):
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
-    parser.add_argument('--workers', type=cli.positive_int, nargs='+', default=[1, 2],
-                        help='extraction actor counts to time')
-    parser.add_argument('--shards', type=cli.positive_int, nargs='+', default=[1, 2, 4],
-                        help='index shard counts to time')
+    # --workers and --shards are the engine's (one count each); the old spellings here
+    # stay hidden aliases.
+    for flag, default, help in (('workers', [1, 2], 'extraction actor counts to time'),
+                                ('shards', [1, 2, 4], 'index shard counts to time')):
+        parser.add_argument('--{}-counts'.format(flag[:-1]), dest=flag, nargs='+',
+                            type=cli.positive_int, default=default, help=help)
+        cli.add_hidden_alias(parser, '--' + flag, flag, nargs='+', type=cli.positive_int)
     parser.add_argument('--cpus', type=cli.positive_int, default=os.cpu_count(),
                         help='CPUs of the local Ray')
     parser.add_argument('--part-rows', type=cli.positive_int, default=1000,
@@ -130,14 +133,13 @@ def parse_args(argv=None):
                              "system's temporary folder)")
     cli.add_k(parser)
     cli.add_batchsize(parser)
-    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_ray')
+    cli.add_benchmark_outputs(parser, 'bench_ray')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    stem = cli.output_stem(args, cli.BENCHMARKS, 'bench_ray', out_was_path=True)
-    cli.check_new_outputs([stem + '.md', stem + '.csv'], args.overwrite)
+    stem = cli.benchmark_table(args, ('.md', '.csv'))
     cli.check_output_folder(args.scratch, '--scratch')
     setup = model_setup.load_setup(args.model_setup)
     key = dknn_lib.activation_key(setup)

@@ -57,7 +57,7 @@ def parse_args(argv=None):
                         help='training examples per fine-tuning step')
     parser.add_argument('--train-steps', type=cli.positive_int, default=3,
                         help='timed fine-tuning steps per repeat (after one untimed step)')
-    cli.add_outputs(parser, cli.BENCHMARKS, 'bench_transformer')
+    cli.add_benchmark_outputs(parser, 'bench_transformer')
     return parser.parse_args(argv)
 
 
@@ -236,8 +236,7 @@ def table(args, setup, runs, facts):
 
 def main(argv=None):
     args = parse_args(argv)
-    path = cli.output_stem(args, cli.BENCHMARKS, 'bench_transformer', out_was_path=True) + '.md'
-    cli.check_new_outputs([path], args.overwrite)
+    path = cli.benchmark_table(args) + '.md'
     load = cli.machine_load()
     setup = model_setup.load_setup(args.model_setup, args.gpu, args.data_dir)
     if not model_setup.is_transformer(setup.config):

@@ -16,7 +16,8 @@ from deepknn.command_line import (  # noqa: F401  re-exported: commands import o
     CHECKOUT, PARAMETER_FLAGS, STEP_COMMANDS, command_name, command_line_text,
     command_line_message,
     run_cli, ArgumentParser, positive_int, non_negative_int, seed, positive_number,
-    fraction, check_output_path, check_output_folder)
+    fraction, check_output_path, check_output_folder, output_stem, check_new_outputs,
+    check_output_stem, check_table_outputs)
 from deepknn import knn_index
 from deepknn.distributed import engine as engine_lib
 
@@ -44,14 +45,19 @@ def add_model_setup(parser, nargs=None, help='args.json of a trained run (or its
 
 def model_setup_path(text):
     """argparse type of --model-setup: the args.json of a trained run, given as the file
-    or its folder. Another file of a run (its vocab.json, its weights) is refused when
-    the flags are read, before any output is looked at; a path that does not exist is
-    left to the loader, which names it."""
+    or its folder. Another file of a run (its vocab.json, its weights) and a run that
+    does not exist are refused when the flags are read, before any output is looked at."""
     path = os.path.join(text, 'args.json') if os.path.isdir(text) else text
     if os.path.isfile(path) and os.path.basename(path) != 'args.json':
         raise argparse.ArgumentTypeError(
             '{} is not the args.json of a run; pass RUN/args.json or the run folder RUN '
             '(made by train_text_classifier.py)'.format(text))
+    if not os.path.exists(path):
+        run = os.path.dirname(path) if os.path.basename(path) == 'args.json' else path
+        raise argparse.ArgumentTypeError(
+            '{} is no trained run ({} does not exist); make it with `python '
+            'train_text_classifier.py --out {}` (or scripts/train_and_dknn.sh) or pass an '
+            'existing run'.format(run or '.', 'it' if run == path else path, run or '.'))
     return path
 
 
@@ -77,6 +83,22 @@ def add_backend(parser, help='nearest-neighbour search (faiss flat: exact, the f
     parser.add_argument('--backend', choices=knn_index.BACKENDS, default='faiss', help=help)
 
 
+def add_index_options(parser):
+    """The index options of --backend: faiss's kind and its search settings, LSH's
+    hashing."""
+    group = parser.add_argument_group('index options')
+    group.add_argument('--faiss-kind', choices=('flat', 'hnsw', 'ivf', 'ivfpq'), default='flat',
+                       help='flat is exact; hnsw, ivf and ivfpq (compressed) are approximate')
+    for flag, default, help in (
+            ('--pq-m', None, 'ivfpq bytes per vector (divides the layer size; default: the '
+                             'largest divisor up to 64)'),
+            ('--nprobe', 16, 'faiss ivf cells searched'),
+            ('--ef-search', 128, 'faiss hnsw search breadth'),
+            ('--lsh-bits', None, 'LSH hash bits per table'),
+            ('--lsh-tables', None, 'LSH hash tables')):
+        group.add_argument(flag, type=positive_int, default=default, help=help)
+
+
 def add_dknn(parser):
     """--k and --backend, the DkNN's two settings."""
     add_k(parser)
@@ -87,8 +109,28 @@ def add_dknn(parser):
 SPLITS = ('train', 'dev', 'calib', 'test')
 
 
-def add_split(parser, default='test', help='the split to read'):
-    parser.add_argument('--split', choices=SPLITS, default=default, help=help)
+def add_split(parser, default='test', help='the split to read', unusable=None):
+    """--split, one of SPLITS. `unusable`: {split: why this command cannot read it},
+    refused in one line when the flags are read."""
+    unusable = unusable or {}
+
+    def split(text):
+        if text in unusable:
+            raise argparse.ArgumentTypeError('{}: {}'.format(text, unusable[text]))
+        return text
+    parser.add_argument('--split', choices=SPLITS, type=split, default=default, help=help)
+
+
+def split_examples(setup, split):
+    """The (tokens, label) examples of `split` of a loaded run; a UserError naming the
+    run when the split is empty (a run trained with --n-calib 0 has no calib split)."""
+    examples = getattr(setup.splits, split)
+    if not examples:
+        raise nlp_utils.UserError('--split {}: the {} split of {} is empty{}; pass another '
+                                  '--split'.format(split, split, setup.result_dir,
+                                                   ' (trained with --n-calib 0)'
+                                                   if split == 'calib' else ''))
+    return examples
 
 
 def add_limit(parser, default=None, help='only the first N examples (default: all)'):
@@ -203,10 +245,43 @@ def add_runs(parser, help='comma-separated result folder names'):
     parser.add_argument('--runs', required=True, help=help)
 
 
+def add_methods(parser, registry, default=None, help='comma-separated interpretation methods',
+                none=False, old_flag=None):
+    """--methods a,b: interpretation methods from the registry, checked when the flags
+    are read; read back as a tuple of names (with `none`, 'none' gives ()). `registry`:
+    the module holding it, deepknn.saliency (its parse_methods and describe_methods; this
+    module imports no layer above 1). `default`: names (None: the command decides).
+    `old_flag`: a former spelling kept as a hidden alias."""
+    def names(text):
+        if none and text.strip() == 'none':
+            return ()
+        try:
+            return registry.parse_methods(text)
+        except nlp_utils.UserError as error:    # 'methods: why': argparse names the flag
+            raise argparse.ArgumentTypeError(str(error).split(': ', 1)[1])
+    parser.add_argument('--methods', type=names, default=None if default is None else
+                        ','.join(default), help='{}{}: {}'.format(
+                            help, " (or 'none')" if none else '',
+                            registry.describe_methods().replace('%', '%%')))
+    if old_flag:
+        add_hidden_alias(parser, old_flag, 'methods', type=names)
+
+
 def add_epoch(parser, default, help='training epochs'):
     """--epoch (-e); --epochs is its hidden alias."""
     parser.add_argument('--epoch', '-e', type=positive_int, default=default, help=help)
     add_hidden_alias(parser, '--epochs', 'epoch', type=positive_int)
+
+
+def add_result_folder(parser, help):
+    """--out DIR (-o) of a training command: the result folder it makes."""
+    parser.add_argument('--out', '-o', metavar='DIR', default=None, help=help)
+
+
+def add_force(parser, help='replace an existing result folder of this tool once the new run '
+                           'has finished (the old one is kept if it fails)'):
+    """--force: training commands only (outputs of other commands: --overwrite)."""
+    parser.add_argument('--force', action='store_true', help=help)
 
 
 def add_hidden_alias(parser, flag, dest, **kwargs):
@@ -242,20 +317,15 @@ def add_out(parser, help, default=None):
     parser.add_argument('--out', metavar='DIR', default=default, help=help)
 
 
-# Suffixes an old output-path spelling may end with; dropped to get its stem.
-OUTPUT_SUFFIXES = ('.md', '.csv', '.html', '.json', '.jsonl', '.png')
-
-
 def add_outputs(parser, default_dir=RESULTS, default_name=None, old_path_flags=()):
     """--out DIR (a folder), --name STEM (the file stem inside it) and --overwrite; read
     back with `output_stem`. `default_dir` and `default_name` are shown in --help (a
     command whose defaults depend on the run describes them in words).
     `old_path_flags`: the command's former spellings of one output path (e.g. --table
     PATH), kept as hidden aliases that write exactly where they did."""
-    add_out(parser, 'folder the outputs go into (default: {})'.format(default_dir))
-    parser.add_argument('--name', metavar='STEM', default=None,
-                        help='file stem inside --out: STEM.md, STEM.csv, ... (default: '
-                             '{})'.format(default_name))
+    # '%(default).0s' prints nothing: the default in words replaces argparse's 'None'.
+    add_out(parser, 'folder the outputs go into (default: {})%(default).0s'.format(default_dir))
+    add_name(parser, default_name)
     add_overwrite(parser)
     parser.set_defaults(old_output_path=None)
     for flag in old_path_flags:
@@ -269,57 +339,34 @@ class OldOutputPath(argparse.Action):
         setattr(namespace, self.dest, (option_string, values))
 
 
-def output_stem(args, default_dir, default_name, out_was_path=False):
-    """The path DIR/STEM (no suffix) a command writes its outputs under, from add_outputs'
-    flags: --out DIR and --name STEM, else the defaults. An old spelling gives the path
-    it always gave: a hidden --table/--output PATH, or (`out_was_path`: the command's
-    --out used to be a path) --out PATH without --name where PATH is no folder; a known
-    suffix (.md, .html, ...) is dropped."""
-    flag, old = getattr(args, 'old_output_path', None) or ('--out', None)
-    if old is not None and (args.out is not None or args.name is not None):
-        raise nlp_utils.UserError('{} is the old spelling of --out DIR --name STEM; pass one or '
-                                  'the other'.format(flag))
-    if old is None and out_was_path and args.name is None and args.out is not None \
-            and not os.path.isdir(args.out) and not args.out.endswith(('/', os.sep)):
-        old = args.out
-    if old is not None:
-        check_output_path(old, flag)
-        stem = old[:-len(old.rsplit('.', 1)[-1]) - 1] if old.endswith(OUTPUT_SUFFIXES) else old
-        check_output_stem(stem, flag)
-        return stem
-    name = args.name if args.name is not None else default_name
-    if not name or os.path.basename(name) != name or name in ('.', '..'):
-        raise nlp_utils.UserError('--name {!r} is not a file stem; give a name without a folder '
-                                  '(the folder goes in --out)'.format(name))
-    out = args.out if args.out is not None else default_dir
-    check_output_folder(out, '--out')
-    return os.path.join(out, name)
+def add_benchmark_outputs(parser, default_name, printed_only=False):
+    """add_outputs of a benchmark's table, BENCHMARKS/`default_name`.md by default (with
+    `printed_only`: written only when --out or --name is given); read back with
+    benchmark_table."""
+    add_outputs(parser, BENCHMARKS + (' (given --out or --name; else the table is only '
+                                      'printed)' if printed_only else ''), default_name)
+    parser.set_defaults(benchmark_table=(default_name, printed_only))
 
 
-def check_new_outputs(paths, overwrite, flag='--out'):
-    """UserError before any work when an existing output (a committed table, say) would
-    be replaced unasked: an existing `paths` file needs --overwrite."""
-    if overwrite:
-        return
-    for path in paths:
-        if os.path.exists(path):
-            raise nlp_utils.UserError('{} exists; pass --overwrite to replace it or another {} '
-                                      'to write elsewhere'.format(path, flag))
+def benchmark_table(args, suffixes=('.md',)):
+    """The stem of a benchmark's table (None: only printed), its files STEM + `suffixes`
+    checked against --overwrite. The old --out FILE.md / --out DIR/STEM still write
+    there."""
+    default_name, printed_only = args.benchmark_table
+    if printed_only and args.out is None and args.name is None:
+        return None
+    stem = output_stem(args, BENCHMARKS, default_name, out_was_path=True)
+    check_new_outputs([stem + suffix for suffix in suffixes], args.overwrite)
+    return stem
 
 
-def check_output_stem(stem, flag='--out'):
-    """UserError when output path `stem` (written as STEM.csv, STEM.md, ...) names a
-    folder: `--out DIR/` would write hidden files DIR/.csv."""
-    if os.path.basename(stem) in ('', '.', '..'):
-        raise nlp_utils.UserError('{} {} names a folder; give a path without suffix inside it, '
-                                  'e.g. {}'.format(flag, stem, os.path.join(stem, 'predictions')))
-
-
-def check_table_outputs(out, overwrite, paths):
-    """check_new_outputs for a command whose default --out is a study folder of committed
-    tables: with an explicit --out the user chose the place."""
-    if out is None:
-        check_new_outputs(paths, overwrite)
+def add_name(parser, default_name, default=None):
+    """--name STEM: the file stem of a command's outputs inside its --out folder.
+    `default_name` is shown in --help; `default` is the value (None: the command works
+    it out, e.g. from the run)."""
+    parser.add_argument('--name', metavar='STEM', default=default,
+                        help='file stem inside --out: STEM.md, STEM.csv, ... (default: '
+                             '{})%(default).0s'.format(default_name))
 
 
 def machine_load():

@@ -1,4 +1,4 @@
-"""The command lines' plumbing: the parser, argument types, run_cli and output checks.
+"""The command lines' plumbing: the parser, argument types, run_cli, output paths and checks.
 
 deepknn/cli.py re-exports all of it beside the shared flags, so a command imports only
 `cli`. Library messages name parameters and commands in backticks; `run_cli` shows a
@@ -23,7 +23,7 @@ PARAMETER_FLAGS = {
     'beam': '--beam', 'data_dir': '--data-dir', 'dataset': '--dataset',
     'dev_fraction': '--dev-fraction', 'dtype': '--activation-dtype', 'engine': '--engine',
     'exclude_train': '--exclude-train', 'export': '--export', 'force': '--force',
-    'gpu': '--gpu', 'importance': '--importance', 'k': '--k', 'kind': '--faiss-kind',
+    'gpu': '--gpu', 'importance': '--methods', 'k': '--k', 'kind': '--faiss-kind',
     'label_noise': '--label-noise', 'lambda': '--lambda',
     'last_layer_only': '--last-layer-only', 'layer': '--layer', 'limit': '--limit',
     'lr': '--lr', 'methods': '--methods', 'model_setup': '--model-setup',
@@ -185,3 +185,60 @@ def check_output_folder(path, flag):
     """UserError, before any work, when output folder `path` (from `flag`) is a file."""
     if path is not None and os.path.exists(path) and not os.path.isdir(path):
         raise nlp_utils.UserError('{} {} is a file; pass a folder'.format(flag, path))
+
+
+# Suffixes an old output-path spelling may end with; dropped to get its stem.
+OUTPUT_SUFFIXES = ('.md', '.csv', '.html', '.json', '.jsonl', '.png')
+
+
+def output_stem(args, default_dir, default_name, out_was_path=False):
+    """The path DIR/STEM (no suffix) a command writes its outputs under, from add_outputs'
+    flags: --out DIR and --name STEM, else the defaults. An old spelling gives the path
+    it always gave: a hidden --table/--output PATH, or (`out_was_path`: the command's
+    --out used to be a path) --out PATH without --name where PATH is no folder; a known
+    suffix (.md, .html, ...) is dropped."""
+    flag, old = getattr(args, 'old_output_path', None) or ('--out', None)
+    if old is not None and (args.out is not None or args.name is not None):
+        raise nlp_utils.UserError('{} is the old spelling of --out DIR --name STEM; pass one or '
+                                  'the other'.format(flag))
+    if old is None and out_was_path and args.name is None and args.out is not None \
+            and not os.path.isdir(args.out) and not args.out.endswith(('/', os.sep)):
+        old = args.out
+    if old is not None:
+        check_output_path(old, flag)
+        stem = old[:-len(old.rsplit('.', 1)[-1]) - 1] if old.endswith(OUTPUT_SUFFIXES) else old
+        check_output_stem(stem, flag)
+        return stem
+    name = args.name if args.name is not None else default_name
+    if not name or os.path.basename(name) != name or name in ('.', '..'):
+        raise nlp_utils.UserError('--name {!r} is not a file stem; give a name without a folder '
+                                  '(the folder goes in --out)'.format(name))
+    out = args.out if args.out is not None else default_dir
+    check_output_folder(out, '--out')
+    return os.path.join(out, name)
+
+
+def check_new_outputs(paths, overwrite, flag='--out'):
+    """UserError before any work when an existing output (a committed table, say) would
+    be replaced unasked: an existing `paths` file needs --overwrite."""
+    if overwrite:
+        return
+    for path in paths:
+        if os.path.exists(path):
+            raise nlp_utils.UserError('{} exists; pass --overwrite to replace it or another {} '
+                                      'to write elsewhere'.format(path, flag))
+
+
+def check_output_stem(stem, flag='--out'):
+    """UserError when output path `stem` (written as STEM.csv, STEM.md, ...) names a
+    folder: `--out DIR/` would write hidden files DIR/.csv."""
+    if os.path.basename(stem) in ('', '.', '..'):
+        raise nlp_utils.UserError('{} {} names a folder; give a path without suffix inside it, '
+                                  'e.g. {}'.format(flag, stem, os.path.join(stem, 'predictions')))
+
+
+def check_table_outputs(out, overwrite, paths):
+    """check_new_outputs for a command whose default --out is a study folder of committed
+    tables: with an explicit --out the user chose the place."""
+    if out is None:
+        check_new_outputs(paths, overwrite)

@@ -42,7 +42,6 @@ import sys
 
 import numpy as np
 
-from deepknn import calibration
 from deepknn import faithfulness
 from deepknn import faithfulness_stats
 from deepknn import saliency
@@ -129,23 +128,8 @@ def usable_methods(setup, methods, optional=()):
     has none (scaling.py writes it) is an error naming the fix, unless it is in
     `optional` (methods nobody asked for by name, e.g. the defaults): then it is left out
     with a note."""
-    methods = saliency.parse_methods(methods)
-    kept, notes = [], []
-    for method in methods:
-        if saliency.REGISTRY[method].needs_temperature:
-            try:
-                calibration.load_temperature(setup.result_dir)
-            except UserError as error:
-                if method not in optional:
-                    raise UserError('methods: {} needs the temperature: {}, or leave {} '
-                                    'out'.format(method, error, method))
-                notes.append('{} left out: {}'.format(method, error))
-                continue
-        kept.append(method)
-    if not kept:
-        raise UserError('methods: none of {} can run ({})'.format(
-            ', '.join(methods), '; '.join(notes)))
-    return tuple(kept), notes
+    plan = saliency.plan_methods(methods, setup.result_dir, optional)
+    return plan.methods, list(plan.notes)
 
 
 def rankings_from_maps(maps, fallback=FALLBACK_METHOD):
@@ -243,10 +227,11 @@ def run_faithfulness(setup, examples, dknn, methods=DEFAULT_METHODS,
     if unknown or not classifiers:
         raise UserError('classifiers: unknown {}; choose from {}'.format(
             ', '.join(unknown) or 'none given', ', '.join(CLASSIFIERS)))
-    methods, notes = usable_methods(setup, methods, optional)
-    for note in notes:
+    plan = saliency.plan_methods(methods, setup.result_dir, optional)
+    methods = plan.methods
+    for note in plan.notes:
         print('note: ' + note, file=sys.stderr)
-    maps = saliency.interpret_all(setup, methods, examples, dknn, batchsize, progress)
+    maps = saliency.interpret_all(setup, plan, examples, dknn, batchsize, progress)
     lengths = np.array([len(m.tokens) for m in maps[methods[0]]], dtype=np.int64)
     rankings = faithfulness.with_baselines(rankings_from_maps(maps), lengths, seed)
     shared = VariantScores(setup, dknn, examples, classifiers, batchsize)
@@ -269,7 +254,7 @@ def run_faithfulness(setup, examples, dknn, methods=DEFAULT_METHODS,
     return FaithfulnessRun(
         methods=methods, rankings=rankings, lengths=lengths, classifiers=measured,
         agreement=agreement, n_variants=measured[classifiers[0]].result.n_variants,
-        n_rows=shared.rows_run, curves=bool(curves), notes=notes)
+        n_rows=shared.rows_run, curves=bool(curves), notes=list(plan.notes))
 
 
 # ---------------------------------------------------------------- summaries

@@ -98,13 +98,14 @@ def run_plausibility(setup, examples, trees, dknn, methods=faithfulness_runs.DEF
     left out with a note. Returns a PlausibilityRun."""
     thresholds = plausibility.check_thresholds(thresholds)
     aligned = align_rationales(examples, trees, check_binary(setup, positive_label))
-    methods, notes = faithfulness_runs.usable_methods(setup, methods)
+    plan = saliency.plan_methods(methods, setup.result_dir)
+    methods, notes = plan.methods, list(plan.notes)
     if aligned.n_unaligned:
         notes.append('{} of {} sentences have no tree and are left out'.format(
             aligned.n_unaligned, aligned.n_sentences))
     for note in notes:
         print('note: ' + note, file=sys.stderr)
-    maps = saliency.interpret_all(setup, methods, aligned.examples, dknn, batchsize, progress)
+    maps = saliency.interpret_all(setup, plan, aligned.examples, dknn, batchsize, progress)
     values = measure_maps(maps, aligned, thresholds, seed, progress)
     shares = {t: np.array([h.binary(t).mean() for h in aligned.humans]) for t in thresholds}
     lengths = np.array([len(tokens) for tokens, _ in aligned.examples], dtype=np.int64)

@@ -5,7 +5,8 @@ One class per method behind one interface (`Interpreter.interpret`: examples in,
 (name -> class) when it is defined, and carries its own facts: `name`, a one-line
 `description` (for --help), `score_meaning` (what Interpretation.score is, for the
 reports), `needs_dknn`, `needs_temperature` and `from_setup`. Everything else
-(parse_methods, make_interpreter, interpret_all, the command lines and the reports)
+(parse_methods, plan_methods, make_interpreter, interpret_all, the command lines and
+the reports)
 reads the registry, so adding a method is one class:
 
     class ConstantLOO(saliency.LeaveOneOut):       # or Interpreter, for a non-LOO method
@@ -37,6 +38,8 @@ Leave-one-out (rows, chunks, Eq. 1, edge cases) is in leave_one_out.py; a one-to
 input has NaN leave-one-out importance, but a gradient. Normalisation, highlight counts
 and ranks of the maps are in saliency_scores.py; rendering in reports/saliency_report.py.
 """
+import collections
+
 from deepknn import dknn as dknn_lib
 from deepknn import dknn_settings
 import numpy as np
@@ -90,9 +93,10 @@ class Interpreter:
         self.vocab = vocab
 
     @classmethod
-    def from_setup(cls, setup, dknn=None):
+    def from_setup(cls, setup, dknn=None, temperature=None):
         """This method's interpreter for a loaded setup (model_setup.Setup or anything
-        with .model, .vocab, .result_dir); `dknn` is a DkNN whenever needs_dknn."""
+        with .model, .vocab, .result_dir); `dknn` is a DkNN whenever needs_dknn;
+        `temperature` is T, already read from temperature.json, or None."""
         return cls(setup.model, setup.vocab)
 
     def interpret(self, examples, batchsize=DEFAULT_BATCHSIZE, progress=None):
@@ -127,7 +131,7 @@ class ConformityLOO(LeaveOneOut):
         self.dknn = dknn
 
     @classmethod
-    def from_setup(cls, setup, dknn=None):
+    def from_setup(cls, setup, dknn=None, temperature=None):
         return cls(setup.model, setup.vocab, dknn)
 
     def class_scores(self, outputs):
@@ -160,8 +164,11 @@ class CalibratedConfidenceLOO(ConfidenceLOO):
         self.temperature = temperature
 
     @classmethod
-    def from_setup(cls, setup, dknn=None):
-        return cls(setup.model, setup.vocab, calibration.load_temperature(setup.result_dir))
+    def from_setup(cls, setup, dknn=None, temperature=None):
+        """`temperature`: T as a MethodPlan read it (None: read temperature.json now)."""
+        if temperature is None:
+            temperature = calibration.load_temperature(setup.result_dir)
+        return cls(setup.model, setup.vocab, temperature)
 
 
 class Gradient(Interpreter):
@@ -212,6 +219,42 @@ def parse_methods(methods, argument='methods'):
     return tuple(dict.fromkeys(names))
 
 
+class MethodPlan(collections.namedtuple('MethodPlan', 'methods temperature notes')):
+    """What a --methods list asks for, worked out once: `methods` (registered names, in
+    order, distinct), `temperature` (T of temperature.json, read once, where one of them
+    needs_temperature; else None) and `notes` (methods left out, one line each)."""
+
+    @property
+    def needs_dknn(self):
+        return needs_dknn(self.methods)
+
+
+def plan_methods(methods, result_dir, optional=(), argument='methods'):
+    """The MethodPlan of `methods` ('a,b' or a list; a MethodPlan is returned as it is)
+    for the run in `result_dir`. A method needing a missing temperature.json is a
+    UserError naming scaling.py, unless it is in `optional` (methods nobody named, e.g.
+    defaults): then it is left out with a note; none left is a UserError."""
+    if isinstance(methods, MethodPlan):
+        return methods
+    methods = parse_methods(methods, argument)
+    if not needs_temperature(methods):
+        return MethodPlan(methods, None, ())
+    try:
+        return MethodPlan(methods, calibration.load_temperature(result_dir), ())
+    except UserError as error:
+        missing = [m for m in methods if REGISTRY[m].needs_temperature]
+        named = [m for m in missing if m not in optional]
+        if named:
+            raise UserError('{}: {} needs the temperature: {}, or leave {} out'.format(
+                argument, named[0], error, named[0]))
+        kept = tuple(m for m in methods if m not in missing)
+        if not kept:
+            raise UserError('{}: none of {} can run ({})'.format(
+                argument, ', '.join(methods), error))
+        return MethodPlan(kept, None, tuple('{} left out: {}'.format(m, error)
+                                            for m in missing))
+
+
 def describe_methods():
     """'name: description; ...' over the registry, for --help."""
     return '; '.join('{}: {}'.format(name, cls.description) for name, cls in REGISTRY.items())
@@ -227,33 +270,34 @@ def needs_temperature(methods):
     return any(REGISTRY[m].needs_temperature for m in parse_methods(methods))
 
 
-def make_interpreter(method, setup, dknn=None):
+def make_interpreter(method, setup, dknn=None, temperature=None):
     """The Interpreter of a registered `method` for a loaded setup (model_setup.Setup or
     anything with .model, .vocab, .result_dir). A method that needs_dknn gets `dknn`, or
-    a DkNN with the default DkNNSettings (exact faiss, k=75) when `dknn` is None; its
-    caches are written under the run folder's lock, as every DkNN build's."""
+    a DkNN with the default DkNNSettings (exact faiss, k=75) when `dknn` is None; one that
+    needs_temperature gets `temperature` (None: it reads temperature.json)."""
     cls = REGISTRY[parse_methods([method], 'method')[0]]
     if cls.needs_dknn and dknn is None:
         dknn = dknn_lib.dknn_from_setup(setup, dknn_settings.DkNNSettings())
-    return cls.from_setup(setup, dknn)
+    return cls.from_setup(setup, dknn, temperature)
 
 
 def interpret_all(setup, methods, examples, dknn=None, batchsize=DEFAULT_BATCHSIZE,
                   progress=True):
-    """{method: [Interpretation] over `examples`} for every method in `methods`, in order.
+    """{method: [Interpretation] over `examples`} for every method in `methods` (names or
+    a MethodPlan), in order.
 
     The registry decides what is built: temperature.json is read first when a method
-    needs_temperature (a missing one fails before the slow DkNN build), and the DkNN is
+    needs_temperature and `methods` is no MethodPlan that read it already (a missing one
+    fails before the slow DkNN build), and the DkNN is
     built (once) only when a method needs_dknn and `dknn` is None. All LeaveOneOut
     methods share one pass over the rows; any other method runs on its own.
     Progress bars count rows.
     """
-    methods = parse_methods(methods)
-    if needs_temperature(methods):
-        calibration.load_temperature(setup.result_dir)
-    if dknn is None and needs_dknn(methods):
+    plan = plan_methods(methods, setup.result_dir)
+    methods = plan.methods
+    if dknn is None and plan.needs_dknn:
         dknn = dknn_lib.dknn_from_setup(setup, dknn_settings.DkNNSettings())
-    interpreters = {m: make_interpreter(m, setup, dknn) for m in methods}
+    interpreters = {m: make_interpreter(m, setup, dknn, plan.temperature) for m in methods}
     loo = [m for m in methods if isinstance(interpreters[m], LeaveOneOut)]
     results = {}
     if loo:

@@ -27,7 +27,7 @@ def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_data_dir(parser)
     cli.add_seed(parser, help='seed of the split into halves')
-    parser.add_argument('--out', required=True, help='folder for the files')
+    cli.add_out(parser, 'folder for the files (default: results/anli-dev-halves_seed<SEED>)')
     cli.add_overwrite(parser)
     return parser.parse_args(argv)
 
@@ -56,6 +56,7 @@ def changed(path, text):
 
 def main(argv=None):
     args = parse_args(argv)
+    args.out = args.out or os.path.join(cli.RESULTS, 'anli-dev-halves_seed{}'.format(args.seed))
     files = half_files(args.seed, args.data_dir)
     paths = {os.path.join(args.out, name): text for name, text in files.items()}
     writes = {path: text for path, text in paths.items() if changed(path, text)}

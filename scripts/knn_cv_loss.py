@@ -71,7 +71,7 @@ def parse_args(argv=None):
     cli.add_model_setup(parser, '+', 'runs trained with --label-noise')
     parser.add_argument('--folds', type=cli.positive_int, default=5,
                         help='cross-validation folds (Chong et al.: 5)')
-    parser.add_argument('--seed', type=cli.seed, default=0, help='seed of the folds')
+    cli.add_seed(parser, help='seed of the folds')
     cli.add_batchsize(parser)
     args = parser.parse_args(argv)
     if args.folds < 2:

@@ -152,7 +152,8 @@ def table_rows(per_seed, fractions):
 
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
-    parser.add_argument('--template', required=True, help='args.json whose training flags to reuse')
+    parser.add_argument('--template', required=True, type=cli.model_setup_path,
+                        help='args.json (or folder) of the run whose training flags to reuse')
     parser.add_argument('--runs-dir', default=None,
                         help="folder for the retrained runs (default: results/removal_RUN, RUN "
                              "the template's result folder)")

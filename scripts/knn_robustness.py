@@ -42,20 +42,15 @@ def parse_args(argv=None):
     cli.add_k(parser, robustness.PAPER_K, 'neighbours of the kNN (the paper: 64)')
     parser.add_argument('--n-validation', type=cli.positive_int, default=None,
                         help='pairs that tune T and tau (default: half of ANLI, 10,000 of HANS)')
-    parser.add_argument('--seed', type=cli.seed, default=0,
-                        help='seed of the validation / test split')
-    parser.add_argument('--limit', type=cli.positive_int, default=None,
-                        help='a seeded sample of N pairs per set, balanced like the split '
-                             '(for slow models; the tables name the set <name>-<N>)')
+    cli.add_seed(parser, help='seed of the validation / test split')
+    cli.add_limit(parser, help='a seeded sample of N pairs per set, balanced like the split '
+                               '(for slow models; the tables name the set <name>-<N>)')
     cli.add_skip_bad_lines(parser)
-    parser.add_argument('--layer', type=int, default=-2,
-                        help='activation layer (-2: the last hidden layer)')
+    cli.add_layer(parser)
     cli.add_batchsize(parser)
     cli.add_device(parser)
     cli.add_engine(parser)
-    parser.add_argument('--out', default=cli.RAJANI, help='output folder')
-    parser.add_argument('--name', default='knn_robustness', help='file stem of the tables')
-    cli.add_overwrite(parser)
+    cli.add_outputs(parser, cli.RAJANI, 'knn_robustness (tables STEM_table4, STEM_groups, ...)')
     return parser.parse_args(argv)
 
 
@@ -111,7 +106,8 @@ TITLES = {'table4': 'Table 4 (and Table 5\'s tau): test-part accuracy (%)',
 
 def main(argv=None):
     args = parse_args(argv)
-    stems = {name: os.path.join(args.out, '{}_{}'.format(args.name, name)) for name in OUTPUTS}
+    stem = cli.output_stem(args, cli.RESULTS, 'knn_robustness')
+    stems = {name: '{}_{}'.format(stem, name) for name in OUTPUTS}
     cli.check_new_outputs([stem + '.md' for stem in stems.values()], args.overwrite)
     cli.engine(args, args.out)   # the engine flags checked before any work (storage: per run)
     sets = load_sets(args)

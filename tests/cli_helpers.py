@@ -1,7 +1,10 @@
 """Running the CLIs as a user does, and checking that nothing they should not touch changed."""
 import contextlib
+import argparse
 import hashlib
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -142,3 +145,40 @@ def held_by_another_process(folder, purpose):
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+
+
+def load_script(script):
+    """The module of a command (a path relative to the repository root), loaded afresh."""
+    path = os.path.join(ROOT, script)
+    spec = importlib.util.spec_from_file_location(
+        'documented_' + re.sub(r'\W', '_', script), path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(os.path.dirname(path))
+    return module
+
+
+class Parsed(Exception):
+    """Raised by the patched parse_args once a command line has parsed; .args holds it."""
+
+
+def parsed_args(script, argv, monkeypatch):
+    """(module, namespace) of `python script argv`: its main stopped right after its
+    flags are parsed, so nothing is loaded or written."""
+    real = argparse.ArgumentParser.parse_args
+
+    def parse_and_stop(self, args=None, namespace=None):
+        raise Parsed(real(self, args, namespace))
+    module = load_script(script)
+    with monkeypatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, 'parse_args', parse_and_stop)
+        patch.setattr(sys, 'argv', [script] + list(argv))
+        try:
+            module.main(argv) if module.main.__code__.co_argcount else module.main()
+        except Parsed as parsed:
+            return module, parsed.args[0]
+    raise AssertionError('{} did not parse its flags'.format(script))

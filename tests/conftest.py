@@ -2,9 +2,17 @@ import os
 import sys
 
 import matplotlib
+import pytest
 
 matplotlib.use('Agg')
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 # Tests pass data folders explicitly; the caller's DKNN_DATA_DIR must not leak in
 # (cleared at import so module-scoped fixtures do not see it either).
 os.environ.pop('DKNN_DATA_DIR', None)
+
+
+@pytest.fixture
+def any_run_path(monkeypatch):
+    """--model-setup (and --template) take any path: for tests that fake the loaded run."""
+    from deepknn import cli
+    monkeypatch.setattr(cli, 'model_setup_path', str)

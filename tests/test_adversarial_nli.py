@@ -104,8 +104,10 @@ def test_robustness_command_reports_bad_sets_in_one_line(tmp_path, capsys, argv,
     paths = {'bad': write(tmp_path / 'bad.csv', ANLI_HEADER + 'P .,H .,,x,u\n'),
              'hans': write(tmp_path / 'h.txt', '\t'.join(HANS_HEADER) + '\n'), 'tmp': tmp_path}
     out = tmp_path / 'tables'
+    (tmp_path / 'run').mkdir()
+    unread = write(tmp_path / 'run' / 'args.json', '{}')   # the sets are read before the run
     status, err = cli(scripts_module('knn_robustness').main,
-                      ['--model-setup', str(tmp_path / 'no-run'), '--out', str(out)] +
+                      ['--model-setup', str(unread), '--out', str(out)] +
                       [a.format(**paths) for a in argv], capsys)
     assert_one_line_error(status, err, *fragments)
     assert not out.exists()

@@ -50,7 +50,7 @@ def test_settings_are_frozen_and_with_k_validates():
         settings.with_k(0)
 
 
-def test_run_dknn_flags_map_onto_the_settings():
+def test_run_dknn_flags_map_onto_the_settings(any_run_path):
     args = run_dknn.parse_args(['--model-setup', 'r/args.json', '--k', '7', '--faiss-kind',
                                 'ivfpq', '--pq-m', '4', '--nprobe', '3',
                                 '--neighbor-labels', 'predicted', '--last-layer-only',
@@ -65,7 +65,7 @@ def test_run_dknn_flags_map_onto_the_settings():
     assert lsh.index_options == {'n_bits': 6} and lsh.engine is None
 
 
-def test_a_command_without_index_flags_gets_the_defaults_and_its_engine(tmp_path):
+def test_a_command_without_index_flags_gets_the_defaults_and_its_engine(any_run_path, tmp_path):
     args = interpretations.parse_args(['--model-setup', 'r', '--k', '5', '--engine', 'ray',
                                        '--shards', '3'])
     settings = cli.dknn_settings(args, str(tmp_path))

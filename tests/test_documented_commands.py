@@ -8,7 +8,6 @@ stop right after parsing, so nothing is trained or written.
 """
 import argparse
 import glob
-import importlib.util
 import os
 import re
 import shlex
@@ -16,6 +15,7 @@ import sys
 
 import pytest
 
+from cli_helpers import load_script
 from deepknn import cli
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
@@ -74,19 +74,6 @@ def documented_command_lines():
                 lines += [(os.path.relpath(path, ROOT), script, argv)
                           for script, argv in python_commands(command)]
     return lines
-
-
-def load_script(script):
-    path = os.path.join(ROOT, script)
-    spec = importlib.util.spec_from_file_location(
-        'documented_' + re.sub(r'\W', '_', script), path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(path))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(os.path.dirname(path))
-    return module
 
 
 COMMANDS = documented_command_lines()

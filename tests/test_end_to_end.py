@@ -228,10 +228,12 @@ def test_activation_cache_is_reused_and_invalidated_by_a_new_model(trained, tmp_
     assert not np.allclose(changed[1], first[1])
 
 
-def test_bad_model_setups(trained, tmp_path):
+def test_bad_model_setups(trained, tmp_path, capsys):
     out, _ = trained
-    with pytest.raises(UserError, match='does not exist'):
+    with pytest.raises(SystemExit):     # refused as the flags are read
         run_dknn.main(['--model-setup', str(tmp_path / 'none' / 'args.json')])
+    assert '{0} is no trained run ({0}/args.json does not exist); make it with'.format(
+        tmp_path / 'none') in capsys.readouterr().err
     broken = tmp_path / 'broken'
     broken.mkdir()
     (broken / 'args.json').write_text('{"dataset": "custom"}')

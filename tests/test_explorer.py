@@ -319,7 +319,7 @@ def test_a_run_without_calibration_split_is_explored_softmax_only(run, monkeypat
     assert rows and all(r['credibility'] is None and r['softmax_prediction'] != r['gold']
                         for r in rows)
     error = client.post('/api/reduce', json={'text': 'good', 'importance': 'conformity'})
-    assert error.json()['error'] == ("importance must be one of gradient, confidence, got "
+    assert error.json()['error'] == ("importance must be one of confidence, gradient, got "
                                      "'conformity'")
 
 

@@ -236,7 +236,7 @@ def test_identical_curves_stay_visible_in_the_figure():
                                np.array([2]), {'softmax': runs.ClassifierFaithfulness(
                                    'softmax', runs.CLASSIFIERS['softmax'], result, {})},
                                {}, 3, 3, True, [])
-    figure = faithfulness_report.curves_figure(run, 'title')
+    figure = faithfulness_report.figure(run, None, 'title')
     lines = figure.axes[0].get_lines()
     assert [line.get_label() for line in lines] == list(rankings)
     np.testing.assert_array_equal(lines[0].get_ydata(), lines[1].get_ydata())   # identical

@@ -8,6 +8,7 @@ import pytest
 
 from deepknn.feng import input_reduction as ir
 from deepknn import leave_one_out
+from deepknn import saliency
 import nlp_utils
 from nlp_utils import UserError
 from test_interpretations import VOCAB, make_setup, random_sentences
@@ -109,12 +110,12 @@ def cnn(tmp_path_factory):
 def test_reduction_keeps_the_prediction_and_never_empties(cnn):
     setup, dknn = cnn
     examples = [(s, None) for s in random_sentences(12, seed=7, low=1, high=9)]
-    for importance in ir.IMPORTANCES:
-        reducer = ir.make_reducer(importance, setup, dknn, max_beam=3)
+    for importance in ir.IMPORTANCES:     # every registered method
+        reducer = ir.make_reducer(importance, setup, dknn, max_beam=3, temperature=2.0)
         for result in reducer.reduce(examples):
             assert 1 <= len(result.reduced) <= len(result.original)
             ids = leave_one_out.full_input(None, result.reduced, VOCAB)
-            if importance == 'conformity':
+            if saliency.REGISTRY[importance].needs_dknn:   # the DkNN's prediction is kept
                 kept = dknn.predict_from_activations(setup.model.layer_activations([ids]))
                 assert kept['prediction'][0] == result.prediction
             else:

@@ -87,7 +87,7 @@ def fake_training(trained):
     return train
 
 
-def test_a_run_is_reused_only_for_the_same_exclusion_set(tmp_path, monkeypatch):
+def test_a_run_is_reused_only_for_the_same_exclusion_set(any_run_path, tmp_path, monkeypatch):
     """A rerun into the same --runs with another --k retrieved other examples: it used
     to reuse the old k's retrain (a 0.0-point difference in the table) and overwrite
     that run's exclusion file."""
@@ -153,7 +153,7 @@ def test_an_extra_drop_beyond_seed_noise_is_called_so():
     assert one['full_seed_spread'] == 'one seed'
 
 
-def test_the_table_names_every_run_folder_and_its_weights(tmp_path):
+def test_the_table_names_every_run_folder_and_its_weights(any_run_path, tmp_path):
     args = knn_removal.parse_args(['--template', 'x/args.json', '--runs', str(tmp_path),
                                    '--table', str(tmp_path / 't'), '--seeds', '1', '2',
                                    '--fractions', '0.1'])

@@ -609,3 +609,76 @@ def test_installed_package_imports_from_any_directory(tmp_path):
         assert os.path.commonpath([os.path.realpath(path), os.path.realpath(ROOT)]) == \
             os.path.realpath(ROOT), ('{} is not from this checkout ({}): reinstall with '
                                      'pip install -e .'.format(path, ROOT))
+
+
+# ---------------------------------------------------------------- shared flags
+def shared_flags():
+    """Every option string a deepknn/cli.py add_* function adds: the shared flags.
+    Each function is called on a fresh parser, its other required parameters given
+    stand-ins (add_hidden_alias, which adds a flag its caller names, is left out)."""
+    import argparse
+    import inspect
+    import types
+    from deepknn import cli
+    stand_ins = {'registry': types.SimpleNamespace(describe_methods=lambda: '',
+                                                    parse_methods=tuple),
+                 'default_name': 'x', 'default': None, 'help': 'x'}
+    flags = set()
+    for name, function in inspect.getmembers(cli, inspect.isfunction):
+        if not name.startswith('add_') or name == 'add_hidden_alias':
+            continue
+        parser = argparse.ArgumentParser(add_help=False)
+        required = [p for p in list(inspect.signature(function).parameters.values())[1:]
+                    if p.default is inspect.Parameter.empty]
+        function(parser, *(stand_ins[p.name] for p in required))
+        flags.update(s for action in parser._actions for s in action.option_strings
+                     if s.startswith('--'))
+    return flags
+
+
+def defined_flags(source):
+    """[(line, flag)] of every add_argument('--flag', ...) call in Python `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == 'add_argument':
+            found += [(node.lineno, arg.value) for arg in node.args
+                      if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                      and arg.value.startswith('--')]
+    return found
+
+
+def shared_flag_violations(sources, shared):
+    """'path:line defines --flag' for each shared flag a command defines by hand;
+    `sources`: {path: Python text} of the command files."""
+    return ['{}:{} defines {}, a shared flag: add it with its deepknn/cli.py function'.format(
+                path, line, flag)
+            for path, text in sorted(sources.items())
+            for line, flag in defined_flags(text) if flag in shared]
+
+
+def command_sources(root=ROOT):
+    """{path: text} of the root commands, scripts/ and benchmarks/ (not deepknn/)."""
+    sources = {}
+    for path in project_files(root):
+        if not path.startswith('deepknn/'):
+            with open(os.path.join(root, path), encoding='utf-8') as f:
+                sources[path] = f.read()
+    return sources
+
+
+def test_a_shared_flag_is_defined_only_in_deepknn_cli():
+    shared = shared_flags()
+    assert {'--model-setup', '--k', '--backend', '--split', '--limit', '--seed', '--methods',
+            '--out', '--name', '--overwrite', '--force', '--layer', '--repeats'} <= shared
+    assert shared_flag_violations(command_sources(), shared) == []
+
+
+def test_a_planted_shared_flag_is_found():
+    planted = {'bench_x.py': "import argparse\np = argparse.ArgumentParser()\n"
+                             "p.add_argument('--own', type=int)\n"
+                             "p.add_argument('--seed', type=int, default=0)\n",
+               'cmd.py': "sub.add_argument('--layer', '-l', type=int)\n"}
+    assert shared_flag_violations(planted, {'--seed', '--layer'}) == [
+        'bench_x.py:4 defines --seed, a shared flag: add it with its deepknn/cli.py function',
+        'cmd.py:1 defines --layer, a shared flag: add it with its deepknn/cli.py function']

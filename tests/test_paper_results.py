@@ -229,6 +229,8 @@ def test_normalizations_table_puts_all_three_side_by_side(tmp_path, monkeypatch)
                 for m in methods}
 
     monkeypatch.setattr(paper_analyses.saliency, 'interpret_all', interpret_all)
+    (tmp_path / 'sst').mkdir()
+    (tmp_path / 'sst' / 'args.json').write_text('{}')     # the run is there (faked above)
     paper_results.main(['--results', str(tmp_path), '--out', str(tmp_path), 'normalizations',
                         '--run', 'sst'])
     text = (tmp_path / 'normalization_sst.md').read_text()

@@ -122,7 +122,7 @@ def test_detection_finds_the_constructed_flipped_set(noisy_setup):
         assert result['curves'][name][knn_influence.FRACTIONS.tolist().index(0.1)] == 1.0
 
 
-def test_detect_command_reports_the_known_scores(noisy_setup, tmp_path, monkeypatch):
+def test_detect_command_reports_the_known_scores(any_run_path, noisy_setup, tmp_path, monkeypatch):
     monkeypatch.setattr(cli, 'load', lambda args, path, writes_into_run=False: noisy_setup)
     stem = str(tmp_path / 'detect')
     cli.main(['detect', '--model-setup', 'a', 'b', '--out', stem])
@@ -203,7 +203,7 @@ def test_credibility_switch_without_a_calibration_split_uses_dev_halves(backoff_
         (0.5, 1.0, 10)
 
 
-def test_backoff_command_writes_the_known_row(backoff_setup, tmp_path, monkeypatch):
+def test_backoff_command_writes_the_known_row(any_run_path, backoff_setup, tmp_path, monkeypatch):
     monkeypatch.setattr(cli, 'load', lambda args, path, writes_into_run=False: backoff_setup)
     stem = str(tmp_path / 'backoff')
     cli.main(['backoff', '--model-setup', 'a', '--table', stem])
@@ -250,7 +250,7 @@ def test_negation_slices_and_contrasting_examples():
     assert (first_only.tolist(), second_only.tolist()) == ([0, 3, 5], [1])
 
 
-def test_contrast_command_tables_the_slices_and_shows_both_directions(tmp_path, monkeypatch):
+def test_contrast_command_tables_the_slices_and_shows_both_directions(any_run_path, tmp_path, monkeypatch):
     runs = pair_runs(tmp_path, monkeypatch)
     monkeypatch.setattr(cli, 'load', lambda args, path, writes_into_run=False: runs[int(path)])
     stem = str(tmp_path / 'contrast')
@@ -268,7 +268,7 @@ def test_contrast_command_tables_the_slices_and_shows_both_directions(tmp_path, 
     assert '<p class="settings">' + html.escape(models) in page   # the table's sources
 
 
-def test_candidates_command_lists_the_rules_candidates(noisy_setup, tmp_path, monkeypatch):
+def test_candidates_command_lists_the_rules_candidates(any_run_path, noisy_setup, tmp_path, monkeypatch):
     monkeypatch.setattr(cli, 'load', lambda args, path, writes_into_run=False: noisy_setup)
     stem = str(tmp_path / 'candidates')
     cli.main(['candidates', '--model-setup', 'a', '--sample', '10', '--out', stem])

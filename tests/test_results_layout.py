@@ -116,11 +116,11 @@ def committed_folders(committed, pattern):
 
 def test_paper_results_writes_each_table_where_the_committed_one_lies():
     committed = committed_results()
-    for command, names in paper_results.OUTPUTS.items():
-        for name in names:
-            pattern = name.format(run='*', split='*', name='entropy_regularization')
+    for command, (name, suffixes) in paper_results.OUTPUTS.items():
+        for suffix in suffixes:
+            pattern = name.format(run='*', split='*') + suffix
             assert committed_folders(committed, pattern) == {
-                paper_results.STUDY_FOLDERS[command].replace(os.sep, '/')}, (command, name)
+                paper_results.STUDY_FOLDERS[command].replace(os.sep, '/')}, (command, pattern)
 
 
 @pytest.mark.parametrize('argv, prefix', [
@@ -129,7 +129,7 @@ def test_paper_results_writes_each_table_where_the_committed_one_lies():
     (['contrast', '--model-setup', 'A/args.json', 'B/args.json'], 'knn_contrast'),
     (['candidates', '--model-setup', 'RUN/args.json'], 'knn_candidates'),
     (['negation'], 'knn_negation')])
-def test_rajani_tables_go_where_the_committed_ones_lie(argv, prefix):
+def test_rajani_tables_go_where_the_committed_ones_lie(argv, prefix, any_run_path):
     args = run_knn_representations.parse_args(argv)
     stem = run_knn_representations.output_stem(args).replace(os.sep, '/')
     assert stem == 'results/rajani/' + prefix

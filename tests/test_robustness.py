@@ -656,12 +656,14 @@ def test_bad_input_is_one_line_and_changes_nothing(cli_name, prepare, fragments,
 @pytest.mark.parametrize('script, argv, fragment', [
     ('bench_knn_scale.py', ['--max-seconds', '-1'], 'argument --max-seconds'),
     ('bench_knn_scale.py', ['--n-queries', '0'], 'argument --n-queries'),
-    ('bench_dknn_throughput.py', ['--model-setup', 'x', '--limit', '0'], 'argument --limit'),
-    ('bench_dknn_throughput.py', ['--model-setup', 'x', '--batchsize', '0'],
+    ('bench_dknn_throughput.py', ['--model-setup', 'RUN', '--limit', '0'], 'argument --limit'),
+    ('bench_dknn_throughput.py', ['--model-setup', 'RUN', '--batchsize', '0'],
      'argument --batchsize'),
-    ('bench_interpretations.py', ['--model-setup', 'x', '--limit', '-1'], 'argument --limit'),
+    ('bench_interpretations.py', ['--model-setup', 'RUN', '--limit', '-1'], 'argument --limit'),
 ])
-def test_benchmark_flags_are_checked_before_any_work(script, argv, fragment):
+def test_benchmark_flags_are_checked_before_any_work(script, argv, fragment, tmp_path):
+    (tmp_path / 'args.json').write_text('{}')    # a run (never loaded: the flags stop first)
+    argv = [str(tmp_path / 'args.json') if a == 'RUN' else a for a in argv]
     done = subprocess.run([sys.executable, os.path.join(ROOT, 'benchmarks', script)] + argv,
                           capture_output=True, text=True, cwd=ROOT)
     err = done.stderr.strip().splitlines()

@@ -208,6 +208,7 @@ runpy.run_path({script!r}, run_name='__main__')
 def run_cli_with_fake_setup(tmp_path, n):
     result_dir = tmp_path / 'result'
     result_dir.mkdir(exist_ok=True)
+    (result_dir / 'args.json').write_text('{}')   # a run is there; the fake loads it
     fake_dir = tmp_path / 'fake'
     fake_dir.mkdir()
     (fake_dir / 'fake_model_setup.py').write_text(
@@ -243,7 +244,7 @@ def test_temperature_json_and_its_diagram_are_replaced_together_or_not_at_all(tm
     assert process.returncode == 2, process.stderr
     assert process.stderr.strip().splitlines()[-1].startswith('error: cannot use ')
     assert (result_dir / 'temperature.json').read_text() == '{"temperature": 1.5}\n'
-    assert sorted(os.listdir(str(result_dir))) == ['reliability_temperature.png',
+    assert sorted(os.listdir(str(result_dir))) == ['args.json', 'reliability_temperature.png',
                                                    'temperature.json']   # no temporaries
 
 

@@ -240,12 +240,10 @@ class ExplorerSession:
         """Input reduction of one request: after each step the best beam item (kept word
         positions; beam search may change which words an item keeps) with f(prediction |
         kept words) of the classifier that decides what is kept."""
-        if importance not in input_reduction.IMPORTANCES or \
-                (importance == 'conformity' and self.dknn is None):
+        usable = supported_methods(self.dknn is not None, self.temperature is not None)
+        if importance not in usable:
             raise UserError('importance must be one of {}, got {!r}'.format(
-                ', '.join(i for i in input_reduction.IMPORTANCES
-                          if self.dknn is not None or i != 'conformity'), importance),
-                'importance')
+                ', '.join(usable), importance), 'importance')
         tokens, gold, _ = self.resolve_input(request)
         steps = []
 
@@ -255,7 +253,8 @@ class ExplorerSession:
                 steps.append((best, state.beam_scores[0][0]))
         with self.lock:
             reducer = input_reduction.make_reducer(importance, self.setup, self.dknn,
-                                                   batchsize=self.settings.batchsize)
+                                                   batchsize=self.settings.batchsize,
+                                                   temperature=self.temperature)
             reduction, = reducer.reduce([(tokens, gold)], on_step=record)
         vocab = self.setup.vocab
         return {'importance': importance,

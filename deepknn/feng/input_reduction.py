@@ -31,7 +31,8 @@ from deepknn import saliency
 from deepknn import calibration
 from nlp_utils import UserError
 
-IMPORTANCES = ('gradient', 'confidence', 'conformity')
+# Every interpretation method can rank the words to remove: the registry's names.
+IMPORTANCES = tuple(saliency.REGISTRY)
 DEFAULT_BEAM = 5
 
 
@@ -119,8 +120,10 @@ def beam_size(max_beam, length):
 
 
 def make_reducer(importance, setup, dknn=None, max_beam=DEFAULT_BEAM,
-                 batchsize=leave_one_out.DEFAULT_BATCHSIZE):
-    """An InputReducer for a loaded setup; 'conformity' needs a calibrated DkNN."""
+                 batchsize=leave_one_out.DEFAULT_BATCHSIZE, temperature=None):
+    """An InputReducer for a loaded setup; an importance that needs_dknn (conformity,
+    credibility) needs a calibrated DkNN, which then decides what is kept; `temperature`:
+    T for one that needs_temperature (None: read from temperature.json)."""
     if importance not in IMPORTANCES:
         raise UserError('unknown importance {!r}; choose from {}'.format(
             importance, ', '.join(IMPORTANCES)))
@@ -128,11 +131,11 @@ def make_reducer(importance, setup, dknn=None, max_beam=DEFAULT_BEAM,
     if saliency.REGISTRY[importance].needs_dknn:   # the DkNN decides what is kept
         if dknn is None:
             raise ValueError('{} importance needs a DkNN'.format(importance))
-        scorer = saliency.make_interpreter(importance, setup, dknn)
+        scorer = saliency.make_interpreter(importance, setup, dknn, temperature)
         return InputReducer(scorer, scorer, max_beam, batchsize)
     scorer = saliency.make_interpreter('confidence', setup)
     explainer = scorer if importance == 'confidence' else saliency.make_interpreter(
-        importance, setup)
+        importance, setup, temperature=temperature)
     return InputReducer(explainer, scorer, max_beam, batchsize)
 
 

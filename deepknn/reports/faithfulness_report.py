@@ -14,7 +14,7 @@ import numpy as np
 
 from deepknn import faithfulness_stats
 from deepknn.reports import plots
-from deepknn.reports.tables import csv_text, markdown_table
+from deepknn.reports.tables import markdown_table
 
 CSV_COLUMNS = ['section', 'classifier', 'method', 'baseline', 'measure', 'mean', 'low',
                'high', 'n', 'excludes_zero']
@@ -140,9 +140,10 @@ def _style(run, ranking):
                 markerfacecolor='none' if reversed_ else colours(index % 10))
 
 
-def curves_figure(run, title):
+def figure(run, summaries, title):
     """Mean deletion (top) and insertion (bottom) curves per ranking, one column per
-    classifier; without curves, the comprehensiveness and sufficiency at the bins."""
+    classifier; without curves, the comprehensiveness and sufficiency at the bins (all
+    read from `run`; `summaries` is the report's, unused here)."""
     names = list(run.classifiers)
     figure, axes = plots.plt.subplots(2, len(names), figsize=(4.2 * len(names), 7.2),
                                       squeeze=False)
@@ -174,12 +175,6 @@ def curves_figure(run, title):
     return figure
 
 
-def report_writes(run, summaries, differences, stem, header, title):
-    """[(path, write, mode)] of STEM.md, STEM.csv and STEM.png, for
-    nlp_utils.atomic_write_files (renamed into place together)."""
-    page = markdown_text(run, summaries, differences, header)
-    table = csv_text(csv_rows(run, summaries, differences), CSV_COLUMNS)
-    return plots.page_writes(stem, page, table, curves_figure(run, title))
 
 
 # ---------------------------------------------------------------- across runs

@@ -21,7 +21,7 @@ from deepknn.reports import faithfulness_report
 from deepknn.reports import plots
 from deepknn.reports.faithfulness_report import interval_text
 from deepknn.reports import tables
-from deepknn.reports.tables import csv_text, markdown_table
+from deepknn.reports.tables import markdown_table
 from nlp_utils import UserError
 
 CSV_COLUMNS = ['section', 'method', 'baseline', 'measure', 'mean', 'low', 'high', 'n',
@@ -101,8 +101,8 @@ def markdown_text(run, summaries, differences, header):
     return out.getvalue()
 
 
-def csv_rows(summaries, differences):
-    """Every number of the page, one row each (CSV_COLUMNS)."""
+def csv_rows(run, summaries, differences):
+    """Every number of the page, one row each (CSV_COLUMNS; `run` unused here)."""
     def row(section, summary):
         i = summary.interval
         return {'section': section, 'method': summary.method,
@@ -112,7 +112,7 @@ def csv_rows(summaries, differences):
     return [row('measure', s) for s in summaries] + [row('difference', d) for d in differences]
 
 
-def measures_figure(run, summaries, title):
+def figure(run, summaries, title):
     """One panel per FIGURE_MEASURES (threshold measures at the first threshold): each
     method's mean with its 95% interval; on the AUPRC panel the rationale's share of
     words, what a constant map scores."""
@@ -143,12 +143,6 @@ def measures_figure(run, summaries, title):
     return figure
 
 
-def report_writes(run, summaries, differences, stem, header, title):
-    """[(path, write, mode)] of STEM.md, STEM.csv and STEM.png, for
-    nlp_utils.atomic_write_files (renamed into place together)."""
-    page = markdown_text(run, summaries, differences, header)
-    table = csv_text(csv_rows(summaries, differences), CSV_COLUMNS)
-    return plots.page_writes(stem, page, table, measures_figure(run, summaries, title))
 
 
 # ---------------------------------------------------------------- across runs

@@ -5,6 +5,7 @@ import matplotlib.pyplot as plt  # noqa: E402 (must follow the backend choice)
 import numpy as np  # noqa: E402
 
 import nlp_utils  # noqa: E402
+from deepknn.reports import tables  # noqa: E402
 
 
 # A legend right of the axes: inside, it would cover bars or curves (the figures are
@@ -29,6 +30,17 @@ def page_writes(stem, page, table, figure):
     return [(stem + '.md', lambda f: f.write(page), 'w'),
             (stem + '.csv', lambda f: f.write(table), 'w'),
             figure_write(figure, stem + '.png')]
+
+
+def report_writes(report, run, summaries, differences, stem, header, title):
+    """[(path, write, mode)] of STEM.md, STEM.csv and STEM.png of a measured `run`, for
+    nlp_utils.atomic_write_files (renamed into place together). `report` draws them: a
+    module (faithfulness_report, plausibility_report) with markdown_text(run, summaries,
+    differences, header), csv_rows(run, summaries, differences) of its CSV_COLUMNS and
+    figure(run, summaries, title)."""
+    table = tables.csv_text(report.csv_rows(run, summaries, differences), report.CSV_COLUMNS)
+    return page_writes(stem, report.markdown_text(run, summaries, differences, header), table,
+                       report.figure(run, summaries, title))
 
 
 def save_figure(figure, path, dpi=120):

@@ -255,12 +255,14 @@ def html_write(views, path, title='Interpretations', settings=None):
 
 def page_settings(setup, methods, k, backend, neighbors=0):
     """What a reader of the page needs to know about how it was made: the model, the
-    DkNN's k and backend where one is used, the temperature where one is read."""
-    uses_dknn = neighbors or saliency.needs_dknn(methods)
+    DkNN's k and backend where one is used, the temperature where one is read.
+    `methods`: names or a saliency.MethodPlan (whose temperature is used as read)."""
+    plan = saliency.plan_methods(methods, setup.result_dir)
+    uses_dknn = neighbors or plan.needs_dknn
     return {'model': '{} {}'.format(setup.config.dataset, setup.config.model),
             'k': k if uses_dknn else None, 'backend': backend if uses_dknn else None,
-            'temperature': ('{:.3f}'.format(calibration.load_temperature(setup.result_dir))
-                            if saliency.needs_temperature(methods) else None)}
+            'temperature': (None if plan.temperature is None
+                            else '{:.3f}'.format(plan.temperature))}
 
 
 def map_writes(results, setup, paths, title, settings, normalization=DEFAULT_NORMALIZATION,
