@@ -143,12 +143,11 @@ def analysis(args):
 
 
 def analysis_stem(args):
-    """--out/<output>_<run> of an analysis (OUTPUTS), with a --normalization other than
-    the default appended where the analysis takes one."""
-    name = os.path.splitext(OUTPUTS[args.command][0])[0].format(run=args.run)
+    """--out/--name of an analysis (default <output>_<run>, OUTPUTS), with a
+    --normalization other than the default appended where the analysis takes one."""
     normalization = getattr(args, 'normalization', saliency_scores.DEFAULT_NORMALIZATION)
     suffix = '' if normalization == saliency_scores.DEFAULT_NORMALIZATION else '_' + normalization
-    return os.path.join(args.out, name + suffix)
+    return args.stem + suffix
 
 
 def reliability(args):
@@ -446,7 +445,6 @@ def main(argv=None):
     parser = cli.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default='results', help='folder of the result folders')
     cli.add_table_output(parser)
-    parser.set_defaults(name=None)      # the analyses below have no --name
     commands = parser.add_subparsers(dest='command', required=True)
     for name, what in (('table1', 'softmax vs DkNN accuracy (Table 1)'),
                        ('training', 'accuracy, seconds per epoch and memory of each run')):
@@ -457,6 +455,7 @@ def main(argv=None):
     cli.add_backend(figure, help='the DkNN run whose test predictions are drawn')
     for name, (function, _, _) in paper_analyses.ANALYSES.items():
         command = commands.add_parser(name, help=function.__doc__.split('\n')[0])
+        cli.add_name(command, OUTPUTS[name][0].replace('{run}', 'RUN'))
         command.add_argument('--run', default='snli_bilstm' if name == 'snli-artifacts'
                              else 'stsa.binary_bilstm', help='result folder name')
         cli.add_backend(command, help='DkNN search backend')

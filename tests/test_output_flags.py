@@ -90,9 +90,18 @@ def test_defaults_and_a_folder_out(argv, expected, monkeypatch):
     (['--out', 'd', 'faithfulness', '--run', 'r', '--name', 'f'], 'd/f'),
     (['plausibility-summary', '--runs', 'a,b', '--name', 's'], 'results/faithfulness/s'),
     (['entropy', '--runs', 'a'], 'results/feng/entropy_regularization'),
-    (['highlights', '--run', 'r'], 'results/wallace/highlights_r')])
+    (['highlights', '--run', 'r'], 'results/wallace/highlights_r'),
+    (['--out', 'd', 'table2', '--run', 'r', '--name', 't'], 'd/t')])
 def test_paper_results_subcommands_write_under_out_and_name(argv, expected, monkeypatch):
     assert stem_of('paper_results.py', argv, monkeypatch) == expected
+
+
+def test_an_analysis_with_another_normalization_gets_its_suffix(monkeypatch):
+    module, args = parsed_args('paper_results.py', [
+        '--out', 'd', 'terribly', '--run', 'r', '--name', 't', '--normalization', 'per-sign'],
+        monkeypatch)
+    args.stem = module.output_stem(args)
+    assert module.analysis_stem(args) == 'd/t_per-sign'
 
 
 def test_an_existing_folder_given_as_out_is_a_folder_even_where_out_was_a_path(
