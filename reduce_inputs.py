@@ -131,7 +131,7 @@ def _rounded(value):
 
 def output_stem(args, run):
     """DIR/STEM of the table; the importances' files are STEM_<importance>.*"""
-    return cli.output_stem(args, cli.RESULTS, 'reduction_{}_{}'.format(run, args.split))
+    return cli.output_stem(args, cli.FENG, 'reduction_{}_{}'.format(run, args.split))
 
 
 def main(argv=None):

@@ -104,9 +104,14 @@ TITLES = {'table4': 'Table 4 (and Table 5\'s tau): test-part accuracy (%)',
           'hans_subcases': 'accuracy (%) per HANS subcase, test part'}
 
 
+def output_stem(args):
+    """--out/--name of the tables (default results/rajani/knn_robustness)."""
+    return cli.output_stem(args, cli.RAJANI, 'knn_robustness')
+
+
 def main(argv=None):
     args = parse_args(argv)
-    stem = cli.output_stem(args, cli.RESULTS, 'knn_robustness')
+    stem = output_stem(args)
     stems = {name: '{}_{}'.format(stem, name) for name in OUTPUTS}
     cli.check_new_outputs([stem + '.md' for stem in stems.values()], args.overwrite)
     cli.engine(args, args.out)   # the engine flags checked before any work (storage: per run)

@@ -15,6 +15,8 @@ import subprocess
 
 import pytest
 
+from cli_helpers import parsed_args
+
 from deepknn import cli
 import paper_results
 import run_knn_representations
@@ -134,6 +136,18 @@ def test_rajani_tables_go_where_the_committed_ones_lie(argv, prefix, any_run_pat
     stem = run_knn_representations.output_stem(args).replace(os.sep, '/')
     assert stem == 'results/rajani/' + prefix
     assert committed_folders(committed_results(), prefix + '*') == {'results/rajani'}
+
+
+@pytest.mark.parametrize('script, argv, prefix', [
+    ('scripts/knn_robustness.py', ['--model-setup', 'RUN', '--dataset', 'anli'], 'knn_robustness'),
+    ('reduce_inputs.py', ['--model-setup', 'RUN/args.json'], 'reduction_')])
+def test_script_tables_go_where_the_committed_ones_lie(script, argv, prefix, any_run_path,
+                                                       monkeypatch):
+    module, args = parsed_args(script, argv, monkeypatch)
+    stem = (module.output_stem(args, 'run') if script == 'reduce_inputs.py'
+            else module.output_stem(args))
+    folder = os.path.dirname(stem).replace(os.sep, '/')
+    assert committed_folders(committed_results(), prefix + '*') == {folder}
 
 
 def test_the_index_links_every_study_folder():
