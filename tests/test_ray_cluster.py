@@ -7,6 +7,7 @@ import pytest
 ray = pytest.importorskip('ray')
 
 from ray.cluster_utils import Cluster  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from deepknn import dknn as dknn_lib  # noqa: E402
 from deepknn.distributed.engine import RayEngine  # noqa: E402
@@ -22,7 +23,14 @@ def two_nodes():
     cluster.add_node(num_cpus=1)
     ray.init(address=cluster.address)    # the driver joins as the engine would
     cluster.wait_for_nodes()
-    assert sum(node['Alive'] for node in ray.nodes()) == 2
+    nodes = [node['NodeID'] for node in ray.nodes() if node['Alive']]
+    assert len(nodes) == 2
+    # A node can be alive before the head schedules onto it (a fresh worker's resources
+    # reach the scheduler a moment later): one task pinned to each node waits for that.
+    here = ray.remote(num_cpus=0)(lambda: ray.get_runtime_context().get_node_id())
+    pinned = [here.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+              .remote() for node in nodes]
+    assert sorted(ray.get(pinned, timeout=120)) == sorted(nodes)
     yield cluster.address
     ray.shutdown()
     cluster.shutdown()

@@ -174,9 +174,9 @@ def sharded_indexes(engine, parts, searched_layers, model_dir, progress=True):
 
 def open_searchers(engine, folder, manifest, searched_layers):
     """One ShardSearcher actor per shard, each checked ready (a UserError otherwise),
-    dealt round-robin over the cluster's live nodes (Ray's SPREAD is best effort and
-    may put them all on one), so every node searches, as docs/ray.md advises; says on
-    how many nodes they landed."""
+    pinned round-robin to the cluster's live nodes, so every node searches, as
+    docs/ray.md advises (Ray's SPREAD, and a soft node affinity, may put them all on the
+    driver's node); says on how many nodes they landed."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     actor = ray.remote(num_cpus=0)(ShardSearcher)
@@ -186,8 +186,7 @@ def open_searchers(engine, folder, manifest, searched_layers):
         paths = [shards.shard_path(folder, layer, shard) for layer in searched_layers]
         digests = [manifest['shards'][position][shard][0]
                    for position in range(len(searched_layers))]
-        # soft: a node that leaves meanwhile does not strand its shard
-        where = NodeAffinitySchedulingStrategy(nodes[shard % len(nodes)], soft=True)
+        where = NodeAffinitySchedulingStrategy(nodes[shard % len(nodes)], soft=False)
         searchers.append(actor.options(scheduling_strategy=where).remote(
             paths, digests, engine.nprobe))
     answers = engine_lib.get([searcher.ready.remote() for searcher in searchers])
