@@ -263,6 +263,10 @@ def test_split_names_say_which_file_replaced_a_split():
     proxy = types.SimpleNamespace(dataset='snli', dev_file=None, test_file=None,
                                   train_file='/data/snli_1.0/snli_1.0_dev.jsonl')
     assert knn_tables.split_name(proxy, 'test') == 'snli (dev-trained proxy) test'
+    assert knn_tables.training_data(proxy) == 'snli (dev-trained proxy)'
+    own = types.SimpleNamespace(dataset='snli', train_file='/r/anli-dev-halves_seed0/train.jsonl')
+    assert knn_tables.training_data(own) == 'snli format: anli-dev-halves_seed0/train.jsonl'
+    assert knn_tables.training_data(config) == 'cad-snli'
 
 def test_a_k_below_one_is_not_told_to_choose_a_smaller_one():
     with pytest.raises(UserError) as error:

@@ -21,6 +21,17 @@ def dataset_name(config):
     return config.dataset
 
 
+def training_data(config):
+    """dataset_name, or for a run trained on a file of its own that is no SNLI proxy the
+    file too: 'snli format: anli-dev-halves_seed0/train.jsonl' (its folder and name)."""
+    name = dataset_name(config)
+    if not config.train_file or name != config.dataset:
+        return name
+    where = os.path.join(os.path.basename(os.path.dirname(config.train_file)),
+                         os.path.basename(config.train_file))
+    return '{} format: {}'.format(config.dataset, where)
+
+
 def split_name(config, split):
     """A split of a run, for titles: 'cad-snli dev', or with the file that replaced it,
     'cad-snli dev (snli_1.0_dev.jsonl)', where --train-file / --dev-file / --test-file gave

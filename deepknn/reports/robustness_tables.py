@@ -10,7 +10,7 @@ from deepknn.reports import paper_numbers
 
 def _run(setup):
     return {'run': os.path.basename(setup.result_dir),
-            'trained on': knn_tables.dataset_name(setup.config), 'encoder': setup.config.model}
+            'trained on': knn_tables.training_data(setup.config), 'encoder': setup.config.model}
 
 
 def table4_row(setup, set_name, result):
