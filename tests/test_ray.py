@@ -201,6 +201,18 @@ def test_an_error_inside_a_worker_reaches_the_driver_as_one_line(tiny_run, tmp_p
     assert str(raised.value) == 'layer 0 of rows 16-31 contains NaN or inf'
 
 
+def test_a_failure_of_ray_itself_is_one_line(monkeypatch):
+    from deepknn.distributed import engine as engine_lib
+
+    def lost(refs):
+        raise ray.exceptions.ActorUnschedulableError('the node was lost\n  traceback ...')
+    monkeypatch.setattr(ray, 'get', lost)
+    with pytest.raises(UserError) as raised:
+        engine_lib.get([])
+    assert str(raised.value).startswith('Ray failed: ActorUnschedulableError (')
+    assert '\n' not in str(raised.value) and '`ray status`' in str(raised.value)
+
+
 def test_float16_storage_halves_the_bytes_and_rounds_only(tiny_run, tmp_path):
     key = dknn_lib.activation_key(tiny_run)
     parts = activations.extract_split(engine(tmp_path, dtype='float16', workers=1), tiny_run,

@@ -127,9 +127,16 @@ def user_error_inside(error):
 
 
 def get(refs):
-    """ray.get(refs), with a UserError raised inside a task raised as itself."""
+    """ray.get(refs), with a UserError raised inside a task raised as itself, and any
+    other failure of Ray (an actor that could not be placed, a node lost) as one line."""
     import ray
     try:
         return ray.get(refs)
     except ray.exceptions.RayError as error:
-        raise user_error_inside(error) or error
+        inside = user_error_inside(error)
+        if inside is not None:
+            raise inside
+        raise UserError('Ray failed: {} ({}); check the cluster with `ray status` and run '
+                        'the command again (finished activation parts and shards are kept)'
+                        .format(type(error).__name__, (str(error).strip().splitlines() or
+                                                       [''])[0][:300])) from error
