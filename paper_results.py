@@ -151,7 +151,6 @@ def analysis_stem(args):
 
 
 def reliability(args):
-    check_run_exists(args)
     path = os.path.join(args.results, args.run, dknn_evaluation.output_names('test', args.backend)[1])
     if not os.path.exists(path):
         raise UserError('{} does not exist; run run_dknn.py --model-setup {}/args.json '
