@@ -130,15 +130,12 @@ def make_trainer(config, model, train, dev, device, out):
     for hook in hooks:
         optimizer.add_hook(hook)
     train_iter = chainer.iterators.SerialIterator(train, config.batchsize)
-    dev_iter = chainer.iterators.SerialIterator(dev, config.batchsize, repeat=False,
-                                                shuffle=False)
     updater = training.updaters.StandardUpdater(
         train_iter, optimizer, converter=nlp_utils.convert_seq, device=device)
     trainer = training.Trainer(updater, (config.epoch, 'epoch'), out=out)
     if schedule is not None:
         trainer.extend(schedule)
-    trainer.extend(extensions.Evaluator(dev_iter, classifier, converter=nlp_utils.convert_seq,
-                                        device=device))
+    trainer.extend(dev_evaluation(model, dev, config.batchsize))
     trainer.extend(extensions.LogReport())
     # nlp_utils.save_chainer_npz: Chainer's own writer leaves a ZipFile open on a full
     # disk, whose finaliser prints a second traceback after the one-line error.
@@ -153,6 +150,34 @@ def make_trainer(config, model, train, dev, device, out):
     trainer.extend(stop_on_non_finite_loss, trigger=(1, 'iteration'))
     trainer.extend(extensions.ProgressBar(update_interval=10))
     return trainer
+
+
+def dev_losses(model, dev, batchsize):
+    """(mean cross-entropy, accuracy) over the [(ids, label)] examples `dev`, every
+    example weighted alike (Chainer's Evaluator averages batch means, which over-weights
+    the last, short batch)."""
+    logits = model.predict_logits([x for x, _ in dev], batchsize).astype(np.float64)
+    labels = np.array([y for _, y in dev])
+    top = logits.max(axis=1, keepdims=True)
+    log_norm = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
+    losses = log_norm - logits[np.arange(len(labels)), labels]
+    return float(losses.mean()), float(np.mean(logits.argmax(axis=1) == labels))
+
+
+def dev_evaluation(model, dev, batchsize):
+    """The end-of-epoch dev evaluation, reported as validation/main/loss and /accuracy.
+    It batches inputs by length (nets.BatchedInference): the dev pass is most of a small
+    fine-tune's epoch (cad-snli's 1,666 pairs against SNLI dev's 9,842), and MiniLM
+    evaluated 1,024 SNLI dev pairs 1.6x faster so than in file order (one thread).
+    An empty dev split reports nothing, as Chainer's Evaluator did."""
+    @training.make_extension(trigger=(1, 'epoch'), priority=training.PRIORITY_WRITER)
+    def evaluate(trainer):
+        if not dev:
+            return
+        loss, accuracy = dev_losses(model, dev, batchsize)
+        chainer.reporter.report({'validation/main/loss': loss,
+                                 'validation/main/accuracy': accuracy})
+    return evaluate
 
 
 def stop_on_non_finite_loss(trainer):

@@ -1,8 +1,10 @@
 """The training library's optimizers: the flags reach them, the BERT schedule is right."""
+import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import cli_helpers
@@ -79,3 +81,42 @@ def test_ctrl_c_during_training_is_one_line_exit_130_and_resume_continues(tmp_pa
     done = subprocess.run(command + ['--resume', '--out', str(out), '--epoch', '2'],
                           capture_output=True, text=True, cwd=str(tmp_path))
     assert done.returncode == 0 and (out / 'train_result.json').exists()
+
+
+class FixedLogits:
+    """A model whose logits are given: predict_logits(xs) -> logits[xs]."""
+    def __init__(self, logits):
+        self.logits = np.asarray(logits, np.float32)
+
+    def predict_logits(self, xs, batchsize):
+        return self.logits[np.asarray(xs)]
+
+
+def test_the_dev_loss_and_accuracy_weight_every_example_alike():
+    """Known answer: logits (2, 0), (0, 1), (0, 0) at labels 0, 0, 1: losses log(1 + e^-2),
+    log(1 + e), log 2; one of three right. Chainer's Evaluator in batches of 2 would give
+    the mean of the batch means (accuracy (1/2 + 0) / 2 = 0.25)."""
+    model = FixedLogits([[2, 0], [0, 1], [0, 0]])
+    loss, accuracy = training.dev_losses(model, [(0, 0), (1, 0), (2, 1)], batchsize=2)
+    expected = (np.log1p(np.exp(-2)) + np.log1p(np.e) + np.log(2)) / 3
+    assert loss == pytest.approx(expected, rel=1e-6) and accuracy == pytest.approx(1 / 3)
+
+
+def test_the_logged_dev_accuracy_is_the_best_models_dev_accuracy(tmp_path):
+    """Training in batches of 3 on 8 dev examples with some labels flipped (so neither
+    0 nor 1): the epoch's validation accuracy in `log` is the accuracy over the dev
+    examples that train_result.json reports for the saved model, to the last digit."""
+    rng = np.random.RandomState(3)
+    rows = cli_helpers.lines(80, 0).splitlines()
+    noisy = [('pos' if row.startswith('neg') else 'neg') + row[3:] if rng.rand() < 0.3 else row
+             for row in rows]
+    (tmp_path / 'train.txt').write_text('\n'.join(noisy) + '\n')
+    (tmp_path / 'test.txt').write_text(cli_helpers.lines(20, 1))
+    out = tmp_path / 'run'
+    argv = cli_helpers.train_argv(out, (str(tmp_path / 'train.txt'), str(tmp_path / 'test.txt')))
+    argv[argv.index('--batchsize') + 1] = '3'
+    import train_text_classifier
+    train_text_classifier.main(argv)
+    logged = json.loads((out / 'log').read_text())[-1]['validation/main/accuracy']
+    reported = json.loads((out / 'train_result.json').read_text())['dev_accuracy']
+    assert 0 < reported < 1 and logged == reported
