@@ -139,9 +139,9 @@ def detect(args):
         models.append(model_setup.run_description(setup))
         result = knn_influence.cached_mislabeled_experiment(setup, args.layer, args.batchsize,
                                                             seed=setup.config.label_noise_seed)
-        oos = knn_influence.read_oos_losses(setup)     # scripts/knn_cv_loss.py
+        oos = knn_influence.read_oos_outputs(setup)     # scripts/knn_cv_loss.py
         if oos is not None:
-            result = knn_influence.with_ranking(result, *oos)
+            result = knn_influence.with_cross_validation(result, oos)
         rows += knn_tables.detection_rows(setup, result)
         ranked += knn_tables.ranked_rows(setup, result)
         for name, scores in result['methods'].items():
@@ -159,7 +159,9 @@ def detect(args):
               '(cleanlab.filter.find_label_issues) on out-of-sample probabilities from the '
               'model\'s training representations, by a leave-self-out kNN vote (k={}, as '
               'Datalab) or a {}-fold cross-validated logistic regression (see '
-              'deepknn/rajani/label_issues.py).\n{}\n{}\n'.format(
+              'deepknn/rajani/label_issues.py), and, where scripts/knn_cv_loss.py ran, '
+              'on the probabilities of the model retrained without each fold ("retrain" '
+              'rows; its out-of-sample loss ranks as Chong et al. 2022).\n{}\n{}\n'.format(
                   label_issues.DATALAB_K, label_issues.CV_FOLDS, model_setup.models_line(models),
                   cli.provenance()))
     write_table(args.stem, rows, list(rows[0]), header)

@@ -7,9 +7,10 @@ with --label-noise (resumable).
 For each run: its (noisy) training split is dealt into --folds folds stratified by label
 (seeded); for each fold a model with the run's settings is trained on the other folds
 into <run>/cv_fold<F>/ (the run's own dev and test examples, all three splits written
-there as files) and predicts the held-out fold. Each training example's cross-entropy at
-its (noisy) label goes to <run>/cv_oos_loss.json, which `run_knn_representations.py
-detect` ranks beside the other detectors. Finished folds are skipped, unfinished ones
+there as files) and predicts the held-out fold. Each training example's probabilities
+and cross-entropy at its (noisy) label go to <run>/cv_oos_loss.json, which
+`run_knn_representations.py detect` ranks beside the other detectors (the loss, and
+cleanlab's confident learning on the probabilities: its recipe in full). Finished folds are skipped, unfinished ones
 resume.
 """
 import os
@@ -49,21 +50,21 @@ def fold_run(setup, fold_rows, out):
     training.ensure_trained(config, out)
 
 
-def oos_losses(setup, n_folds, seed, batchsize):
-    """(N,) cross-entropy of each training example at its (noisy) label under the fold
-    model that did not train on it."""
+def oos_proba(setup, n_folds, seed, batchsize):
+    """(N, C) probabilities of each training example under the fold model that did not
+    train on it."""
     labels = knn.labels_of(setup.splits.train)
     folds = knn_influence.cv_folds(labels, n_folds, seed)
-    losses = np.empty(len(labels))
+    proba = np.empty((len(labels), setup.config.n_class))
     for fold in range(n_folds):
         rows = np.flatnonzero(folds == fold)
         out = os.path.join(setup.result_dir, 'cv_fold{}'.format(fold))
         fold_run(setup, rows, out)
         fold_setup = model_setup.load_setup(os.path.join(out, 'args.json'))
         held = fold_setup.encode([setup.splits.train[i] for i in rows])
-        proba = knn.split_outputs(fold_setup, held, batchsize, 'held-out fold {}'.format(fold))[1]
-        losses[rows] = knn_influence.training_losses(proba, labels[rows])
-    return losses
+        proba[rows] = knn.split_outputs(fold_setup, held, batchsize,
+                                        'held-out fold {}'.format(fold))[1]
+    return proba
 
 
 def parse_args(argv=None):
@@ -87,10 +88,11 @@ def main(argv=None):
             raise UserError('--model-setup {}: trained without flipped labels; pass runs '
                             'trained with --label-noise'.format(path))
         with result_folder.lock(setup.result_dir, 'knn_cv_loss.py'):
-            losses = oos_losses(setup, args.folds, args.seed, args.batchsize)
-            knn_influence.write_oos_losses(setup, losses, args.folds, args.seed)
-        print('{}: out-of-sample losses of {} training examples written'.format(
-            setup.result_dir, len(losses)))
+            proba = oos_proba(setup, args.folds, args.seed, args.batchsize)
+            knn_influence.write_oos_outputs(setup, proba, knn.labels_of(setup.splits.train),
+                                            args.folds, args.seed)
+        print('{}: out-of-sample probabilities of {} training examples written'.format(
+            setup.result_dir, len(proba)))
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@ import types
 import numpy as np
 import pytest
 
+import cli_helpers
 from deepknn import eval_sets
 from deepknn import text_readers
 from deepknn.rajani import knn_influence
@@ -339,15 +340,36 @@ def test_a_limited_hans_set_is_a_balanced_sample():
     assert robustness.balanced_sample(full, 500, seed=0) is full
 
 
-def test_out_of_sample_losses_are_read_back_only_for_their_model(tmp_path, monkeypatch):
+def test_out_of_sample_outputs_are_read_back_only_for_their_model(tmp_path, monkeypatch):
+    """Probabilities (0.5, 0.5) and (0.1, 0.9) at labels 0, 0: losses log 2 and log 10."""
     from deepknn import dknn
     setup = types.SimpleNamespace(result_dir=str(tmp_path))
     monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model A')
-    knn_influence.write_oos_losses(setup, np.array([0.5, 2.0]), 5, 0)
-    name, losses = knn_influence.read_oos_losses(setup)
-    assert name == 'out-of-sample loss, 5-fold retrain' and losses.tolist() == [0.5, 2.0]
+    knn_influence.write_oos_outputs(setup, np.array([[0.5, 0.5], [0.1, 0.9]]), [0, 0], 5, 0)
+    oos = knn_influence.read_oos_outputs(setup)
+    assert oos['folds'] == 5 and oos['labels'].tolist() == [0, 0]
+    assert np.allclose(oos['losses'], [np.log(2), np.log(10)])
     monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model B')   # retrained since
-    assert knn_influence.read_oos_losses(setup) is None
+    assert knn_influence.read_oos_outputs(setup) is None
+
+
+def test_a_retrain_adds_its_loss_ranking_and_cleanlabs_full_recipe():
+    """Six examples, 3 of each label; example 1's label (0) is flipped from 1. The fold
+    models put 0.95 on the true label everywhere: the out-of-sample loss ranks 1 first,
+    and cleanlab on those probabilities flags exactly {1} (precision and recall 1)."""
+    labels = np.array([0, 0, 0, 1, 1, 1])
+    proba = np.array([[0.95, 0.05], [0.05, 0.95], [0.95, 0.05],
+                      [0.05, 0.95], [0.05, 0.95], [0.05, 0.95]])
+    oos = {'folds': 5, 'labels': labels, 'proba': proba,
+           'losses': knn_influence.training_losses(proba, labels)}
+    empty = {'flipped': np.array([1]), 'n_train': 6, 'methods': {}, 'ranked': {}, 'curves': {}}
+    result = knn_influence.with_cross_validation(empty, oos)
+    assert result['ranked']['out-of-sample loss, 5-fold retrain']['precision_at_k'] == 1.0
+    flagged = result['methods']['cleanlab, 5-fold retrain']
+    assert (flagged['precision'], flagged['recall'], flagged['fraction_inspected']) == (1, 1, 1 / 6)
+    assert result['ranked']['cleanlab, 5-fold retrain']['auprc'] == 1.0
+    without_proba = knn_influence.with_cross_validation(empty, dict(oos, proba=None))
+    assert list(without_proba['ranked']) == ['out-of-sample loss, 5-fold retrain']
 
 
 # ---------------------------------------------------------------- in-domain ANLI halves
@@ -386,3 +408,27 @@ def test_anli_halves_are_disjoint_proportional_seeded_and_read_back(tmp_path, ca
     status, err = cli(scripts_module('anli_dev_halves').main,
                       ['--data-dir', str(tmp_path), '--seed', '1', '--out', str(out)], capsys)
     assert status != 0 and len(err) == 1 and '--overwrite' in err[0]
+
+
+def test_the_cross_validated_retrain_predicts_each_example_with_the_model_without_it(tmp_path):
+    """A tiny run with flipped labels, 2 folds: each fold model trained on exactly the
+    other fold's examples, every probability row sums to 1, the kept losses are
+    -log p(noisy label), and the file is read back for this run."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), 'scripts'))
+    import knn_cv_loss
+    from deepknn import model_setup
+    out = tmp_path / 'run'
+    cli_helpers.train_tiny(tmp_path, out, 2, '--label-noise', '0.1', '--n-calib', '0')
+    knn_cv_loss.main(['--model-setup', str(out / 'args.json'), '--folds', '2'])
+    setup = model_setup.load_setup(str(out / 'args.json'))
+    oos = knn_influence.read_oos_outputs(setup)
+    n_train = len(setup.splits.train)
+    folds = knn_influence.cv_folds(oos['labels'], 2, 0)
+    for fold in range(2):
+        fold_setup = model_setup.load_setup(str(out / 'cv_fold{}'.format(fold) / 'args.json'))
+        assert len(fold_setup.splits.train) == n_train - np.sum(folds == fold)
+    assert oos['proba'].shape == (n_train, 2) and np.allclose(oos['proba'].sum(axis=1), 1)
+    picked = oos['proba'][np.arange(n_train), oos['labels']]
+    assert np.allclose(oos['losses'], -np.log(picked))
+    assert oos['labels'].tolist() == [label for _, label in setup.splits.train]

@@ -201,6 +201,7 @@ def mislabeled_experiment(setup, layer=-2, batchsize=64, k_self=16, seed=0):
 
 # ---------------------------------------------------------------- out-of-sample loss
 OOS_LOSS = 'out-of-sample loss, {}-fold retrain'   # Chong, Hong & Manning 2022
+CLEANLAB_RETRAIN = 'cleanlab, {}-fold retrain'     # cleanlab's recipe, the model itself
 
 
 def cv_folds(labels, n_folds, seed):
@@ -223,23 +224,47 @@ def with_ranking(result, name, scores):
                     ranking_of(scores), flipped, FRACTIONS)}))
 
 
-def write_oos_losses(setup, losses, n_folds, seed):
-    """Keep a run's out-of-sample losses (N,) in <result_dir>/cv_oos_loss.json, keyed to
-    its model and training split."""
+def with_flagged(result, name, indices):
+    """A mislabeled_experiment result with one more detector's flagged set scored."""
+    scores = dict(detection_scores(indices, result['flipped']),
+                  fraction_inspected=len(indices) / result['n_train'])
+    return dict(result, methods=dict(result['methods'], **{name: scores}))
+
+
+def write_oos_outputs(setup, proba, labels, n_folds, seed):
+    """Keep a run's out-of-sample probabilities (N, C) at its (noisy) training labels (N,)
+    in <result_dir>/cv_oos_loss.json, keyed to its model and training split."""
     nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'cv_oos_loss.json'), {
         'key': dknn.activation_key(setup), 'folds': n_folds, 'seed': seed,
-        'losses': np.asarray(losses).tolist()})
+        'losses': training_losses(proba, labels).tolist(), 'labels': np.asarray(labels).tolist(),
+        'proba': np.asarray(proba).tolist()})
 
 
-def read_oos_losses(setup):
-    """(detector name, (N,) losses) of write_oos_losses for this very model, else None."""
+def read_oos_outputs(setup):
+    """The kept write_oos_outputs of this very model as {'folds', 'losses' (N,), 'labels'
+    (N,), 'proba' (N, C) or None for a file written before the probabilities were kept},
+    else None."""
     path = os.path.join(setup.result_dir, 'cv_oos_loss.json')
     if not os.path.exists(path):
         return None
     kept = nlp_utils.read_json(path, 'out-of-sample losses', dict)
     if kept.get('key') != dknn.activation_key(setup):
         return None
-    return OOS_LOSS.format(kept['folds']), np.asarray(kept['losses'], dtype=np.float64)
+    return {'folds': kept['folds'], 'losses': np.asarray(kept['losses'], dtype=np.float64),
+            'labels': np.asarray(kept.get('labels', []), dtype=np.int64),
+            'proba': np.asarray(kept['proba'], dtype=np.float64) if 'proba' in kept else None}
+
+
+def with_cross_validation(result, oos):
+    """A mislabeled_experiment result with the detectors of a cross-validated retrain
+    (read_oos_outputs): the out-of-sample loss ranking (Chong et al. 2022) and, where the
+    probabilities were kept, cleanlab's full recipe on them (flagged set and ranking)."""
+    result = with_ranking(result, OOS_LOSS.format(oos['folds']), oos['losses'])
+    if oos['proba'] is None:
+        return result
+    name = CLEANLAB_RETRAIN.format(oos['folds'])
+    flagged, ranking = label_issues.confident_learning(oos['labels'], oos['proba'])
+    return with_ranking(with_flagged(result, name, flagged), name, scores_of(ranking))
 
 
 def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
