@@ -37,7 +37,8 @@ PARAMETER_FLAGS = {
 # The commands a library message may ask for, named in backticks like a parameter (the
 # library never names a script): "run `scaling` `model_setup` RUN/args.json first" reads
 # "run python scaling.py --model-setup RUN/args.json first" on the command line.
-STEP_COMMANDS = {'paper_results': 'python paper_results.py', 'scaling': 'python scaling.py'}
+STEP_COMMANDS = {'paper_results': 'python paper_results.py', 'scaling': 'python scaling.py',
+                 'knn_cv_loss': 'python scripts/knn_cv_loss.py'}
 
 
 def command_name(path):

@@ -343,7 +343,8 @@ def test_a_limited_hans_set_is_a_balanced_sample():
 def test_out_of_sample_outputs_are_read_back_only_for_their_model(tmp_path, monkeypatch):
     """Probabilities (0.5, 0.5) and (0.1, 0.9) at labels 0, 0: losses log 2 and log 10."""
     from deepknn import dknn
-    setup = types.SimpleNamespace(result_dir=str(tmp_path))
+    setup = types.SimpleNamespace(result_dir=str(tmp_path), splits=types.SimpleNamespace(
+        train=[('a', 0), ('b', 0)]))
     monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model A')
     knn_influence.write_oos_outputs(setup, np.array([[0.5, 0.5], [0.1, 0.9]]), [0, 0], 5, 0)
     oos = knn_influence.read_oos_outputs(setup)
@@ -351,6 +352,23 @@ def test_out_of_sample_outputs_are_read_back_only_for_their_model(tmp_path, monk
     assert np.allclose(oos['losses'], [np.log(2), np.log(10)])
     monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model B')   # retrained since
     assert knn_influence.read_oos_outputs(setup) is None
+
+
+@pytest.mark.parametrize('kept', [{}, {'folds': 5}, {'folds': 5, 'losses': [1.0]},
+                                  {'folds': 'x', 'losses': [1.0, 2.0]},
+                                  {'folds': 5, 'losses': [1.0, 2.0], 'proba': [[0.5], 1]}])
+def test_a_malformed_out_of_sample_file_is_one_line_naming_it(tmp_path, monkeypatch, kept):
+    from deepknn import dknn
+    import json
+    setup = types.SimpleNamespace(result_dir=str(tmp_path), splits=types.SimpleNamespace(
+        train=[('a', 0), ('b', 0)]))
+    monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model A')
+    (tmp_path / 'cv_oos_loss.json').write_text(json.dumps(dict(kept, key='model A')))
+    with pytest.raises(UserError) as error:
+        knn_influence.read_oos_outputs(setup)
+    assert str(error.value) == ('{}: not the out-of-sample outputs of this run\'s 2 training '
+                                'examples; run `knn_cv_loss` again to replace it'.format(
+                                    tmp_path / 'cv_oos_loss.json'))
 
 
 def test_a_retrain_adds_its_loss_ranking_and_cleanlabs_full_recipe():

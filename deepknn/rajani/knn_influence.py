@@ -250,9 +250,18 @@ def read_oos_outputs(setup):
     kept = nlp_utils.read_json(path, 'out-of-sample losses', dict)
     if kept.get('key') != dknn.activation_key(setup):
         return None
-    return {'folds': kept['folds'], 'losses': np.asarray(kept['losses'], dtype=np.float64),
-            'labels': np.asarray(kept.get('labels', []), dtype=np.int64),
-            'proba': np.asarray(kept['proba'], dtype=np.float64) if 'proba' in kept else None}
+    n_train = len(setup.splits.train)
+    try:
+        oos = {'folds': int(kept['folds']),
+               'losses': np.asarray(kept['losses'], dtype=np.float64).reshape(n_train),
+               'labels': np.asarray(kept.get('labels', np.zeros(n_train)),
+                                    dtype=np.int64).reshape(n_train),
+               'proba': (np.asarray(kept['proba'], dtype=np.float64).reshape(n_train, -1)
+                         if 'proba' in kept else None)}
+    except (KeyError, TypeError, ValueError):
+        raise UserError('{}: not the out-of-sample outputs of this run\'s {} training '
+                        'examples; run `knn_cv_loss` again to replace it'.format(path, n_train))
+    return oos
 
 
 def with_cross_validation(result, oos):
