@@ -12,7 +12,7 @@ import os
 
 import nets
 import text_datasets
-from deepknn import cli, data_files, model_setup, training
+from deepknn import cli, data_files, model_setup, run_config, training
 from nlp_utils import UserError
 
 # Defaults that depend on the model: (Chainer models, pretrained transformers).
@@ -79,6 +79,11 @@ def parse_args(argv=None):
                         help='largest vocabulary, <eos> and <unk> included')
     parser.add_argument('--select-on-test', action='store_true',
                         help='pick the best epoch on the test set, as the original code did')
+    parser.add_argument('--dev-average', choices=run_config.DEV_AVERAGES, default='examples',
+                        help="how the dev accuracy that picks the epoch averages: 'examples' "
+                             "(each alike) or 'batches' (Chainer's Evaluator, a mean of batch "
+                             "means: the original code, and our runs trained before "
+                             "2026-11-26, which it retrains as they were)")
     cli.add_skip_bad_lines(parser)
     parser.add_argument('--allow-unseen-labels', action='store_true',
                         help='custom data: accept dev/test labels that the training file lacks')

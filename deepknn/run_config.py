@@ -47,6 +47,10 @@ class RunConfig:
     vocab: str = 'train'            # folders from before --vocab kept training words only
     max_vocab: Optional[int] = None
     select_on_test: bool = False
+    # How the epoch's dev accuracy averages: 'examples' (each alike), or 'batches'
+    # (Chainer's Evaluator, the mean of file-order batch means: the original code and
+    # every run trained before 2026-11-26; older folders load as 'examples').
+    dev_average: str = 'examples'
     skip_bad_lines: bool = False
     allow_unseen_labels: bool = False
     snli_majority: bool = False
@@ -81,6 +85,10 @@ class RunConfig:
             if name in known and not _has_type(value, known[name].type):
                 raise UserError('{}: field {!r} is {!r}, expected {}; restore the file or '
                                 're-train'.format(source, name, value, _type_name(known[name].type)))
+        if values.get('dev_average', 'examples') not in DEV_AVERAGES:
+            raise UserError("{}: field 'dev_average' is {!r}, expected one of {}; restore the "
+                            "file or re-train".format(source, values['dev_average'],
+                                                      ', '.join(DEV_AVERAGES)))
         return cls(**{k: v for k, v in values.items() if k in known},
                    extra={k: v for k, v in values.items() if k not in known})
 
@@ -99,6 +107,7 @@ class RunConfig:
                                    **{k: v for k, v in changes.items() if k in known})
 
 
+DEV_AVERAGES = ('examples', 'batches')   # RunConfig.dev_average
 _TYPES = {str: (str,), int: (int,), float: (int, float), bool: (bool,),
           Optional[str]: (str, type(None)), Optional[int]: (int, type(None)),
           Optional[float]: (int, float, type(None)), Optional[list]: (list, type(None)),

@@ -135,7 +135,7 @@ def make_trainer(config, model, train, dev, device, out):
     trainer = training.Trainer(updater, (config.epoch, 'epoch'), out=out)
     if schedule is not None:
         trainer.extend(schedule)
-    trainer.extend(dev_evaluation(model, dev, config.batchsize))
+    trainer.extend(dev_evaluation(config, classifier, dev, device))
     trainer.extend(extensions.LogReport())
     # nlp_utils.save_chainer_npz: Chainer's own writer leaves a ZipFile open on a full
     # disk, whose finaliser prints a second traceback after the one-line error.
@@ -164,17 +164,25 @@ def dev_losses(model, dev, batchsize):
     return float(losses.mean()), float(np.mean(logits.argmax(axis=1) == labels))
 
 
-def dev_evaluation(model, dev, batchsize):
-    """The end-of-epoch dev evaluation, reported as validation/main/loss and /accuracy.
-    It batches inputs by length (nets.BatchedInference): the dev pass is most of a small
-    fine-tune's epoch (cad-snli's 1,666 pairs against SNLI dev's 9,842), and MiniLM
-    evaluated 1,024 SNLI dev pairs 1.6x faster so than in file order (one thread).
+def dev_evaluation(config, classifier, dev, device):
+    """The end-of-epoch dev evaluation that picks the epoch, reported as
+    validation/main/loss and /accuracy, averaged as `config.dev_average` says.
+
+    'examples' batches inputs by length (nets.BatchedInference): the dev pass is most of
+    a small fine-tune's epoch (cad-snli's 1,666 pairs against SNLI dev's 9,842), and
+    MiniLM evaluated 1,024 SNLI dev pairs 1.6x faster so than in file order (one thread).
     An empty dev split reports nothing, as Chainer's Evaluator did."""
+    if config.dev_average == 'batches':
+        batches = chainer.iterators.SerialIterator(dev, config.batchsize, repeat=False,
+                                                   shuffle=False)
+        return extensions.Evaluator(batches, classifier, converter=nlp_utils.convert_seq,
+                                    device=device)
+
     @training.make_extension(trigger=(1, 'epoch'), priority=training.PRIORITY_WRITER)
     def evaluate(trainer):
         if not dev:
             return
-        loss, accuracy = dev_losses(model, dev, batchsize)
+        loss, accuracy = dev_losses(classifier.predictor, dev, config.batchsize)
         chainer.reporter.report({'validation/main/loss': loss,
                                  'validation/main/accuracy': accuracy})
     return evaluate
@@ -350,7 +358,8 @@ def resume(out, epoch=None, gpu=-1):
 # The fields a user sets (flags); the others are derived from the data and checkpoint.
 SETTINGS = ('dataset', 'model', 'word_vectors', 'batchsize', 'epoch', 'seed', 'n_calib',
             'train_file', 'dev_file', 'test_file', 'dev_fraction', 'min_freq', 'vocab',
-            'max_vocab', 'char_based', 'select_on_test', 'snli_majority', 'exclude_train',
+            'max_vocab', 'char_based', 'select_on_test', 'dev_average', 'snli_majority',
+            'exclude_train',
             'label_noise', 'label_noise_seed', 'pretrained', 'max_length', 'lr', 'warmup')
 CHAINER_SETTINGS = ('unit', 'layer', 'dropout')   # a transformer's come from its checkpoint
 

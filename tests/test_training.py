@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import cli_helpers
-from deepknn import training
+from deepknn import model_setup, training
+from nlp_utils import UserError
 from test_knn_removal import template_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,3 +121,22 @@ def test_the_logged_dev_accuracy_is_the_best_models_dev_accuracy(tmp_path):
     logged = json.loads((out / 'log').read_text())[-1]['validation/main/accuracy']
     reported = json.loads((out / 'train_result.json').read_text())['dev_accuracy']
     assert 0 < reported < 1 and logged == reported
+    # --dev-average batches: Chainer's Evaluator, the mean of the batch means in file order
+    batches = tmp_path / 'batches'
+    argv[argv.index('--out') + 1] = str(batches)
+    train_text_classifier.main(argv + ['--dev-average', 'batches'])
+    setup = model_setup.load_setup(str(batches / 'args.json'))
+    dev = setup.encode(setup.splits.dev)
+    logits = setup.model.predict_logits([x for x, _ in dev])
+    right = logits.argmax(axis=1) == np.array([y for _, y in dev])
+    logged = json.loads((batches / 'log').read_text())[-1]['validation/main/accuracy']
+    assert setup.config.dev_average == 'batches' and len(dev) == 8
+    assert logged == pytest.approx(np.mean([right[:3].mean(), right[3:6].mean(),
+                                            right[6:].mean()]))
+    assert logged != pytest.approx(right.mean())
+
+
+def test_a_run_config_refuses_an_unknown_dev_average():
+    with pytest.raises(UserError, match="field 'dev_average' is 'median', expected one of "
+                                        "examples, batches"):
+        model_setup.RunConfig.from_json(dict(template_config().to_json(), dev_average='median'))
