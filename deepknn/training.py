@@ -19,6 +19,7 @@ import shutil
 import chainer
 import chainer.links as L
 import numpy as np
+import threadpoolctl
 from chainer import training
 from chainer.training import extensions
 
@@ -267,13 +268,22 @@ def report(config, out, model, dev, test):
     """Reload the best model (by dev accuracy) and print dev/test accuracy."""
     nlp_utils.load_npz_safely(os.path.join(out, config.model_path), model)
     result = {'dev_accuracy': nets.accuracy(model, dev, config.batchsize),
-              'test_accuracy': nets.accuracy(model, test, config.batchsize)}
+              'test_accuracy': nets.accuracy(model, test, config.batchsize),
+              'blas_threads': blas_threads()}
     line = 'dev accuracy {:.4f}  test accuracy {:.4f}'.format(
         result['dev_accuracy'], result['test_accuracy'])
     nlp_utils.atomic_write_json(os.path.join(out, 'train_result.json'), result)
-    nlp_utils.atomic_write_text(os.path.join(out, 'train.log'),
-                                json.dumps(config.to_json()) + '\n' + line + '\n')
+    nlp_utils.atomic_write_text(os.path.join(out, 'train.log'), '{}\n{}\nBLAS threads {}\n'.format(
+        json.dumps(config.to_json()), line, json.dumps(result['blas_threads'])))
     print(line)
+
+
+def blas_threads():
+    """{BLAS library: threads} of this process (OMP_NUM_THREADS and the like): the same
+    seed retrains a run to the bit only with the same counts, which set the order of
+    float sums."""
+    return {info['internal_api']: info['num_threads']
+            for info in threadpoolctl.threadpool_info() if info['user_api'] == 'blas'}
 
 
 # ---------------------------------------------------------------- the result folder

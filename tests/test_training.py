@@ -104,7 +104,8 @@ def test_the_dev_loss_and_accuracy_weight_every_example_alike():
 
 
 def test_the_logged_dev_accuracy_is_the_best_models_dev_accuracy(tmp_path):
-    """Training in batches of 3 on 8 dev examples with some labels flipped (so neither
+    """The run also records its BLAS thread counts, which retraining to the bit needs.
+    Training in batches of 3 on 8 dev examples with some labels flipped (so neither
     0 nor 1): the epoch's validation accuracy in `log` is the accuracy over the dev
     examples that train_result.json reports for the saved model, to the last digit."""
     rng = np.random.RandomState(3)
@@ -121,6 +122,9 @@ def test_the_logged_dev_accuracy_is_the_best_models_dev_accuracy(tmp_path):
     logged = json.loads((out / 'log').read_text())[-1]['validation/main/accuracy']
     reported = json.loads((out / 'train_result.json').read_text())['dev_accuracy']
     assert 0 < reported < 1 and logged == reported
+    threads = json.loads((out / 'train_result.json').read_text())['blas_threads']
+    assert threads == training.blas_threads() and all(n >= 1 for n in threads.values())
+    assert (out / 'train.log').read_text().splitlines()[-1] == 'BLAS threads ' + json.dumps(threads)
     # --dev-average batches: Chainer's Evaluator, the mean of the batch means in file order
     batches = tmp_path / 'batches'
     argv[argv.index('--out') + 1] = str(batches)
