@@ -267,13 +267,14 @@ def read_oos_outputs(setup):
 def with_cross_validation(result, oos):
     """A mislabeled_experiment result with the detectors of a cross-validated retrain
     (read_oos_outputs): the out-of-sample loss ranking (Chong et al. 2022) and, where the
-    probabilities were kept, cleanlab's full recipe on them (flagged set and ranking)."""
+    probabilities were kept, the set cleanlab's full recipe flags on them. cleanlab's
+    own ranking of them (its label-quality score, the probability of the given label)
+    orders exactly as the loss, so it is not added a second time."""
     result = with_ranking(result, OOS_LOSS.format(oos['folds']), oos['losses'])
     if oos['proba'] is None:
         return result
-    name = CLEANLAB_RETRAIN.format(oos['folds'])
-    flagged, ranking = label_issues.confident_learning(oos['labels'], oos['proba'])
-    return with_ranking(with_flagged(result, name, flagged), name, scores_of(ranking))
+    flagged, _ = label_issues.confident_learning(oos['labels'], oos['proba'])
+    return with_flagged(result, CLEANLAB_RETRAIN.format(oos['folds']), flagged)
 
 
 def cached_mislabeled_experiment(setup, layer=-2, batchsize=64, seed=0):
