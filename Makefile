@@ -213,7 +213,7 @@ rajani-glove: venv
 # Rajani et al. 2020's ANLI and HANS columns (Tables 4-6) and mislabeled-example detection
 # ranked as the field reports it (AUPRC, P/R at k), on both readings of the paper's "dev
 # set" (SNLI dev 9,842; cad-snli dev 200), with the out-of-sample loss of a 5-fold retrain.
-# Trains the GloVe CNNs it needs (about 3.5 hours wall-clock on 2 shared cores, see
+# Trains the GloVe CNNs it needs (64 CPU minutes measured, one BLAS thread; see
 # docs/robustness.md); MiniLM runs join the tables when `make rajani-minilm` /
 # `minilm-results` have trained them. Resumable: every model x set result, detection and
 # fold model is kept in its run folder.
