@@ -45,6 +45,9 @@ def make_optimizer(config, n_train):
 
 
 def make_trainer(config, model, train, dev, device, out):
+    """A Chainer Trainer that fits `model` on the [(ids, label)] examples `train` for
+    config.epoch epochs, keeps the best epoch by `dev` accuracy in config.model_path and
+    a snapshot of the last epoch (SNAPSHOT) in `out`."""
     classifier = L.Classifier(model, label_key='ys')
     optimizer, hooks, schedule = make_optimizer(config, len(train))
     optimizer.setup(classifier)
@@ -91,7 +94,7 @@ def dev_evaluation(config, classifier, dev, device):
 
     'examples' batches inputs by length (nets.BatchedInference): the dev pass is most of
     a small fine-tune's epoch (cad-snli's 1,666 pairs against SNLI dev's 9,842), and
-    MiniLM evaluated 1,024 SNLI dev pairs 1.6x faster so than in file order (one thread).
+    MiniLM evaluated 1,024 SNLI dev pairs 1.6x faster than in file order (one thread).
     An empty dev split reports nothing, as Chainer's Evaluator did."""
     if config.dev_average == 'batches':
         batches = chainer.iterators.SerialIterator(dev, config.batchsize, repeat=False,
