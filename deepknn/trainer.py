@@ -9,7 +9,7 @@ from chainer import training
 from chainer.training import extensions
 
 import nlp_utils
-from deepknn import model_setup
+from deepknn import calibration, model_setup
 from nlp_utils import UserError
 
 SNAPSHOT = 'snapshot_latest.npz'
@@ -80,12 +80,9 @@ def dev_losses(model, dev, batchsize):
     """(mean cross-entropy, accuracy) over the [(ids, label)] examples `dev`, every
     example weighted alike (Chainer's Evaluator averages batch means, which over-weights
     the last, short batch)."""
-    logits = model.predict_logits([x for x, _ in dev], batchsize).astype(np.float64)
+    logits = model.predict_logits([x for x, _ in dev], batchsize)
     labels = np.array([y for _, y in dev])
-    top = logits.max(axis=1, keepdims=True)
-    log_norm = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
-    losses = log_norm - logits[np.arange(len(labels)), labels]
-    return float(losses.mean()), float(np.mean(logits.argmax(axis=1) == labels))
+    return calibration.nll(logits, labels), float(np.mean(logits.argmax(axis=1) == labels))
 
 
 def dev_evaluation(config, classifier, dev, device):

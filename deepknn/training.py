@@ -28,7 +28,6 @@ from deepknn.splits import Splits
 from nlp_utils import UserError
 
 
-
 def seed_everything(seed, device):
     random.seed(seed)
     np.random.seed(seed)
@@ -260,8 +259,8 @@ def resume(out, epoch=None, gpu=-1):
 SETTINGS = ('dataset', 'model', 'word_vectors', 'batchsize', 'epoch', 'seed', 'n_calib',
             'train_file', 'dev_file', 'test_file', 'dev_fraction', 'min_freq', 'vocab',
             'max_vocab', 'char_based', 'select_on_test', 'dev_average', 'snli_majority',
-            'exclude_train',
-            'label_noise', 'label_noise_seed', 'pretrained', 'max_length', 'lr', 'warmup')
+            'exclude_train', 'label_noise', 'label_noise_seed', 'pretrained', 'max_length', 'lr',
+            'warmup')
 CHAINER_SETTINGS = ('unit', 'layer', 'dropout')   # a transformer's come from its checkpoint
 
 

@@ -10,8 +10,8 @@ into <run>/cv_fold<F>/ (the run's own dev and test examples, all three splits wr
 there as files) and predicts the held-out fold. Each training example's probabilities
 and cross-entropy at its (noisy) label go to <run>/cv_oos_loss.json, which
 `run_knn_representations.py detect` ranks beside the other detectors (the loss, and
-cleanlab's confident learning on the probabilities: its recipe in full). Finished folds are skipped, unfinished ones
-resume.
+cleanlab's confident learning on the probabilities: its recipe in full). Finished folds
+are skipped, unfinished ones resume.
 """
 import os
 import sys
@@ -89,8 +89,7 @@ def main(argv=None):
                             'trained with --label-noise'.format(path))
         with result_folder.lock(setup.result_dir, 'knn_cv_loss.py'):
             proba = oos_proba(setup, args.folds, args.seed, args.batchsize)
-            knn_influence.write_oos_outputs(setup, proba, knn.labels_of(setup.splits.train),
-                                            args.folds, args.seed)
+            knn_influence.write_oos_outputs(setup, proba, args.folds, args.seed)
         print('{}: out-of-sample probabilities of {} training examples written'.format(
             setup.result_dir, len(proba)))
 

@@ -346,7 +346,7 @@ def test_out_of_sample_outputs_are_read_back_only_for_their_model(tmp_path, monk
     setup = types.SimpleNamespace(result_dir=str(tmp_path), splits=types.SimpleNamespace(
         train=[('a', 0), ('b', 0)]))
     monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model A')
-    knn_influence.write_oos_outputs(setup, np.array([[0.5, 0.5], [0.1, 0.9]]), [0, 0], 5, 0)
+    knn_influence.write_oos_outputs(setup, np.array([[0.5, 0.5], [0.1, 0.9]]), 5, 0)
     oos = knn_influence.read_oos_outputs(setup)
     assert oos['folds'] == 5 and oos['labels'].tolist() == [0, 0]
     assert np.allclose(oos['losses'], [np.log(2), np.log(10)])

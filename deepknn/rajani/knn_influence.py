@@ -231,19 +231,20 @@ def with_flagged(result, name, indices):
     return dict(result, methods=dict(result['methods'], **{name: scores}))
 
 
-def write_oos_outputs(setup, proba, labels, n_folds, seed):
-    """Keep a run's out-of-sample probabilities (N, C) at its (noisy) training labels (N,)
-    in <result_dir>/cv_oos_loss.json, keyed to its model and training split."""
+def write_oos_outputs(setup, proba, n_folds, seed):
+    """Keep a run's out-of-sample probabilities (N, C) and their losses at its (noisy)
+    training labels in <result_dir>/cv_oos_loss.json, keyed to its model and training
+    split."""
+    labels = knn.labels_of(setup.splits.train)
     nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'cv_oos_loss.json'), {
         'key': dknn.activation_key(setup), 'folds': n_folds, 'seed': seed,
-        'losses': training_losses(proba, labels).tolist(), 'labels': np.asarray(labels).tolist(),
-        'proba': np.asarray(proba).tolist()})
+        'losses': training_losses(proba, labels).tolist(), 'proba': np.asarray(proba).tolist()})
 
 
 def read_oos_outputs(setup):
     """The kept write_oos_outputs of this very model as {'folds', 'losses' (N,), 'labels'
-    (N,), 'proba' (N, C) or None for a file written before the probabilities were kept},
-    else None."""
+    (N,) (the run's noisy training labels), 'proba' (N, C) or None for a file written
+    before the probabilities were kept}, else None."""
     path = os.path.join(setup.result_dir, 'cv_oos_loss.json')
     if not os.path.exists(path):
         return None
@@ -254,8 +255,7 @@ def read_oos_outputs(setup):
     try:
         oos = {'folds': int(kept['folds']),
                'losses': np.asarray(kept['losses'], dtype=np.float64).reshape(n_train),
-               'labels': np.asarray(kept.get('labels', np.zeros(n_train)),
-                                    dtype=np.int64).reshape(n_train),
+               'labels': knn.labels_of(setup.splits.train),
                'proba': (np.asarray(kept['proba'], dtype=np.float64).reshape(n_train, -1)
                          if 'proba' in kept else None)}
     except (KeyError, TypeError, ValueError):
