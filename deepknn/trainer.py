@@ -66,6 +66,7 @@ def make_trainer(config, model, train, dev, device, out):
     trainer.extend(extensions.snapshot_object(model, config.model_path,
                                               savefun=nlp_utils.save_chainer_npz),
                    trigger=training.triggers.MaxValueTrigger('validation/main/accuracy'))
+    trainer.extend(RandomStream())
     trainer.extend(extensions.snapshot(filename=SNAPSHOT, savefun=nlp_utils.save_chainer_npz),
                    trigger=(1, 'epoch'))
     trainer.extend(extensions.PrintReport(
@@ -74,6 +75,35 @@ def make_trainer(config, model, train, dev, device, out):
     trainer.extend(stop_on_non_finite_loss, trigger=(1, 'iteration'))
     trainer.extend(extensions.ProgressBar(update_interval=10))
     return trainer
+
+
+class RandomStream(training.Extension):
+    """Carries numpy's global random stream, which draws the dropout masks and the next
+    epoch's shuffle, in the trainer's snapshot: a resumed run then continues the stream
+    an uninterrupted one would have drawn from and ends as the same model. (Without it,
+    resuming reseeded the stream and gave another model.) A snapshot written before
+    this extension holds no stream; resuming it keeps the reseeded one."""
+
+    @staticmethod
+    def trigger(trainer):
+        """Never fires: the snapshot serializes the stream. (A function, unlike Chainer's
+        interval triggers, has no state of its own to miss in an older snapshot.)"""
+        return False
+
+    def serialize(self, serializer):
+        if isinstance(serializer, chainer.serializer.Serializer):
+            _, keys, position, has_gauss, cached_gaussian = np.random.get_state()
+            for name, value in (('keys', keys), ('position', position),
+                                ('has_gauss', has_gauss), ('cached_gaussian', cached_gaussian)):
+                serializer(name, np.asarray(value))
+            return
+        try:
+            state = [serializer(name, None) for name in
+                     ('keys', 'position', 'has_gauss', 'cached_gaussian')]
+        except KeyError:
+            return                  # an older snapshot: the stream stays reseeded
+        np.random.set_state(('MT19937', np.asarray(state[0], dtype=np.uint32),
+                             int(state[1]), int(state[2]), float(state[3])))
 
 
 def dev_losses(model, dev, batchsize):

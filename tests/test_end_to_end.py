@@ -106,6 +106,37 @@ def test_existing_folder_needs_force_and_resume_continues(data_files, tmp_path):
         assert [entry['epoch'] for entry in json.load(f)] == [1, 2]
 
 
+def test_a_resumed_run_ends_as_the_uninterrupted_one(data_files, tmp_path):
+    # Dropout and the shuffle draw from numpy's stream: the snapshot must carry it, or
+    # the resumed epochs draw other masks and orders and end as another model.
+    def epochs(out):
+        with open(str(out / 'log')) as f:
+            return [(entry['main/loss'], entry['validation/main/accuracy'])
+                    for entry in json.load(f)]
+    dropout = ('--dropout', '0.5', '--seed', '3')
+    train(tmp_path / 'whole', data_files, '--epoch', '3', *dropout)
+    train(tmp_path / 'parts', data_files, '--epoch', '1', *dropout)
+    train(tmp_path / 'parts', data_files, '--epoch', '3', '--resume', *dropout)
+    assert epochs(tmp_path / 'parts') == epochs(tmp_path / 'whole')
+    whole = np.load(str(tmp_path / 'whole' / 'best_model.npz'))
+    parts = np.load(str(tmp_path / 'parts' / 'best_model.npz'))
+    for name in whole.files:
+        np.testing.assert_array_equal(parts[name], whole[name])
+
+
+def test_a_snapshot_from_before_the_stream_was_kept_still_resumes(data_files, tmp_path):
+    out = tmp_path / 'old'
+    train(out, data_files, '--epoch', '1')
+    snapshot = str(out / training.SNAPSHOT)
+    with np.load(snapshot) as npz:
+        kept = {name: npz[name] for name in npz.files if 'RandomStream' not in name}
+    assert len(kept) < len(np.load(snapshot).files)       # the stream was in it
+    np.savez(snapshot, **kept)
+    train(out, data_files, '--resume', '--epoch', '2')
+    with open(str(out / 'log')) as f:
+        assert [entry['epoch'] for entry in json.load(f)] == [1, 2]
+
+
 def test_run_dknn_cli_writes_report(trained):
     out, result = trained
     run_dknn.main(['--model-setup', str(out / 'args.json'), '--k', '5'])
