@@ -168,8 +168,9 @@ rajani-minilm-detection: venv
 	    --out results/rajani --name knn_mislabeled_cad-snli-snlieval_minilm
 
 # The removal experiment on MiniLM (3 seeds x full, 10% and 30% most retrieved and random:
-# 15 fine-tunes, about 12 CPU hours on 2 cores); every fine-tune resumes from its last
-# epoch, so rerunning continues where a stopped session left it.
+# 15 fine-tunes of 12-17 minutes with OMP_NUM_THREADS=1, about 4 hours beside another
+# job); every fine-tune resumes from its last epoch, so rerunning continues where a
+# stopped session left it.
 rajani-removal: venv
 	$(PY) scripts/knn_removal.py --overwrite --template results/cad-snli-snlieval_minilm/args.json
 
