@@ -89,10 +89,16 @@ def test_same_seed_same_model(trained, data_files, tmp_path):
     out, result = trained
     again = train(tmp_path / 'again', data_files)
     assert again == result
-    first = np.load(str(out / 'best_model.npz'))
-    second = np.load(str(tmp_path / 'again' / 'best_model.npz'))
-    for name in first.files:
-        np.testing.assert_array_equal(first[name], second[name])
+    assert_same_weights(out, tmp_path / 'again')
+
+
+def assert_same_weights(run, other):
+    """The best_model.npz of result folders `run` and `other` are equal to the bit."""
+    with np.load(str(run / 'best_model.npz')) as first, \
+            np.load(str(other / 'best_model.npz')) as second:
+        assert first.files == second.files
+        for name in first.files:
+            np.testing.assert_array_equal(first[name], second[name])
 
 
 def test_existing_folder_needs_force_and_resume_continues(data_files, tmp_path):
@@ -118,10 +124,7 @@ def test_a_resumed_run_ends_as_the_uninterrupted_one(data_files, tmp_path):
     train(tmp_path / 'parts', data_files, '--epoch', '1', *dropout)
     train(tmp_path / 'parts', data_files, '--epoch', '3', '--resume', *dropout)
     assert epochs(tmp_path / 'parts') == epochs(tmp_path / 'whole')
-    whole = np.load(str(tmp_path / 'whole' / 'best_model.npz'))
-    parts = np.load(str(tmp_path / 'parts' / 'best_model.npz'))
-    for name in whole.files:
-        np.testing.assert_array_equal(parts[name], whole[name])
+    assert_same_weights(tmp_path / 'parts', tmp_path / 'whole')
 
 
 def test_a_snapshot_from_before_the_stream_was_kept_still_resumes(data_files, tmp_path):
@@ -130,7 +133,7 @@ def test_a_snapshot_from_before_the_stream_was_kept_still_resumes(data_files, tm
     snapshot = str(out / training.SNAPSHOT)
     with np.load(snapshot) as npz:
         kept = {name: npz[name] for name in npz.files if 'RandomStream' not in name}
-    assert len(kept) < len(np.load(snapshot).files)       # the stream was in it
+        assert len(kept) < len(npz.files)                 # the stream was in it
     np.savez(snapshot, **kept)
     train(out, data_files, '--resume', '--epoch', '2')
     with open(str(out / 'log')) as f:
