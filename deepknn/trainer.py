@@ -82,7 +82,8 @@ class RandomStream(training.Extension):
     epoch's shuffle, in the trainer's snapshot: a resumed run then continues the stream
     an uninterrupted one would have drawn from and ends as the same model. (Without it,
     resuming reseeded the stream and gave another model.) A snapshot written before
-    this extension holds no stream; resuming it keeps the reseeded one."""
+    this extension holds no stream; resuming it keeps the reseeded one. On a GPU the
+    dropout masks come from cupy's generator, which has no state to save."""
 
     @staticmethod
     def trigger(trainer):
