@@ -91,20 +91,21 @@ class RandomStream(training.Extension):
         interval triggers, has no state of its own to miss in an older snapshot.)"""
         return False
 
+    # np.random.get_state() after its first item, the generator's name 'MT19937'
+    FIELDS = ('keys', 'position', 'has_gauss', 'cached_gaussian')
+
     def serialize(self, serializer):
         if isinstance(serializer, chainer.serializer.Serializer):
-            _, keys, position, has_gauss, cached_gaussian = np.random.get_state()
-            for name, value in (('keys', keys), ('position', position),
-                                ('has_gauss', has_gauss), ('cached_gaussian', cached_gaussian)):
+            for name, value in zip(self.FIELDS, np.random.get_state()[1:]):
                 serializer(name, np.asarray(value))
             return
         try:
-            state = [serializer(name, None) for name in
-                     ('keys', 'position', 'has_gauss', 'cached_gaussian')]
+            keys, position, has_gauss, cached_gaussian = [serializer(name, None)
+                                                          for name in self.FIELDS]
         except KeyError:
             return                  # an older snapshot: the stream stays reseeded
-        np.random.set_state(('MT19937', np.asarray(state[0], dtype=np.uint32),
-                             int(state[1]), int(state[2]), float(state[3])))
+        np.random.set_state(('MT19937', np.asarray(keys, dtype=np.uint32), int(position),
+                             int(has_gauss), float(cached_gaussian)))
 
 
 def dev_losses(model, dev, batchsize):

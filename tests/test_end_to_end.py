@@ -101,6 +101,12 @@ def assert_same_weights(run, other):
             np.testing.assert_array_equal(first[name], second[name])
 
 
+def logged(run):
+    """The per-epoch entries of result folder `run`'s Chainer log."""
+    with open(str(run / 'log')) as f:
+        return json.load(f)
+
+
 def test_existing_folder_needs_force_and_resume_continues(data_files, tmp_path):
     out = tmp_path / 'run'
     train(out, data_files, '--epoch', '1')
@@ -108,17 +114,15 @@ def test_existing_folder_needs_force_and_resume_continues(data_files, tmp_path):
         train(out, data_files)
     assert 'pass --force to replace it' in command_line_message(error.value)
     train(out, data_files, '--resume', '--epoch', '2')
-    with open(str(out / 'log')) as f:
-        assert [entry['epoch'] for entry in json.load(f)] == [1, 2]
+    assert [entry['epoch'] for entry in logged(out)] == [1, 2]
 
 
 def test_a_resumed_run_ends_as_the_uninterrupted_one(data_files, tmp_path):
     # Dropout and the shuffle draw from numpy's stream: the snapshot must carry it, or
     # the resumed epochs draw other masks and orders and end as another model.
-    def epochs(out):
-        with open(str(out / 'log')) as f:
-            return [(entry['main/loss'], entry['validation/main/accuracy'])
-                    for entry in json.load(f)]
+    def epochs(run):
+        return [(entry['main/loss'], entry['validation/main/accuracy'])
+                for entry in logged(run)]
     dropout = ('--dropout', '0.5', '--seed', '3')
     train(tmp_path / 'whole', data_files, '--epoch', '3', *dropout)
     train(tmp_path / 'parts', data_files, '--epoch', '1', *dropout)
@@ -136,8 +140,7 @@ def test_a_snapshot_from_before_the_stream_was_kept_still_resumes(data_files, tm
         assert len(kept) < len(npz.files)                 # the stream was in it
     np.savez(snapshot, **kept)
     train(out, data_files, '--resume', '--epoch', '2')
-    with open(str(out / 'log')) as f:
-        assert [entry['epoch'] for entry in json.load(f)] == [1, 2]
+    assert [entry['epoch'] for entry in logged(out)] == [1, 2]
 
 
 def test_run_dknn_cli_writes_report(trained):
