@@ -183,53 +183,61 @@ rajani-removal: venv
 GLOVE_BACKOFF_RUNS := cad-snli_cnn cad-snli_bilstm cad-snli-augmented_cnn \
 	cad-snli-augmented_bilstm snli_cnn $(TABLE1_DATASETS:%=%_cnn)
 FLIP = --seed $$s --label-noise 0.1 --label-noise-seed $$s
+# The GloVe NLI models, one training command each (shared with rajani-robustness).
+TRAIN_CAD_CNN := RUN=cad-snli_cnn scripts/train_and_dknn.sh cad-snli cnn --n-calib 167
+TRAIN_CAD_BILSTM := RUN=cad-snli_bilstm scripts/train_and_dknn.sh cad-snli bilstm \
+	--lstm-layers 1 --epoch 5 --n-calib 167
+TRAIN_AUG_CNN := RUN=cad-snli-augmented_cnn scripts/train_and_dknn.sh cad-snli-augmented cnn \
+	--n-calib 833
+TRAIN_AUG_BILSTM := RUN=cad-snli-augmented_bilstm scripts/train_and_dknn.sh \
+	cad-snli-augmented bilstm --lstm-layers 1 --epoch 30 --n-calib 833
+TRAIN_SNLI_CNN := scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY)
+# The label-flipped CNNs of seed $$s, read with cad-snli's dev and with SNLI dev.
+TRAIN_NOISE_CNNS = RUN=cad-snli_cnn_noise_s$$s scripts/train_and_dknn.sh cad-snli cnn \
+	--n-calib 0 $(FLIP) && RUN=cad-snli-snlieval_cnn_noise_s$$s scripts/train_and_dknn.sh \
+	cad-snli cnn $(CAD_SNLI_PAPER) $(FLIP)
 rajani-glove: venv
-	RUN=cad-snli_cnn scripts/train_and_dknn.sh cad-snli cnn --n-calib 167
+	$(TRAIN_CAD_CNN)
 	$(KNN) explain --overwrite --model-setup results/cad-snli_cnn/args.json --k 4 \
 	    --out results/rajani --name knn_explanations_cad-snli_cnn
 	$(KNN) retrieved --overwrite --model-setup results/cad-snli_cnn/args.json --split test \
 	    --k 16 --top 10 --out results/rajani --name knn_retrieved_cad-snli_cnn_test
 	$(PY) reduce_inputs.py --overwrite --model-setup results/cad-snli_cnn/args.json --split dev \
 	    --methods gradient,confidence,conformity
-	for s in $(NOISE_SEEDS); do \
-	  RUN=cad-snli_cnn_noise_s$$s scripts/train_and_dknn.sh cad-snli cnn --n-calib 0 $(FLIP) && \
-	  RUN=cad-snli-snlieval_cnn_noise_s$$s scripts/train_and_dknn.sh cad-snli cnn \
-	      $(CAD_SNLI_PAPER) $(FLIP) && \
+	for s in $(NOISE_SEEDS); do $(TRAIN_NOISE_CNNS) && \
 	  RUN=stsa.binary_cnn_noise_s$$s scripts/train_and_dknn.sh stsa.binary cnn --epoch 10 \
 	      --n-calib 0 $(FLIP) || exit 1; done
 	for d in cad-snli cad-snli-snlieval stsa.binary; do $(KNN) detect --overwrite --model-setup \
 	    $(foreach s,$(NOISE_SEEDS),results/$${d}_cnn_noise_s$(s)/args.json) \
 	    --name knn_mislabeled_$${d}_cnn || exit 1; done
 	$(PY) scripts/knn_removal.py --overwrite --template results/cad-snli_cnn/args.json --n-calib 0
-	RUN=cad-snli_bilstm scripts/train_and_dknn.sh cad-snli bilstm --lstm-layers 1 --epoch 5 \
-	    --n-calib 167
-	RUN=cad-snli-augmented_cnn scripts/train_and_dknn.sh cad-snli-augmented cnn --n-calib 833
-	scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY)
+	$(TRAIN_CAD_BILSTM)
+	$(TRAIN_AUG_CNN)
+	$(TRAIN_SNLI_CNN)
 	for d in $(TABLE1_DATASETS); do scripts/train_and_dknn.sh $$d cnn || exit 1; done
-	RUN=cad-snli-augmented_bilstm scripts/train_and_dknn.sh cad-snli-augmented bilstm --lstm-layers 1 \
-	    --epoch 30 --n-calib 833
+	$(TRAIN_AUG_BILSTM)
 	$(KNN) backoff --overwrite --model-setup $(GLOVE_BACKOFF_RUNS:%=results/%/args.json) \
 	    --name knn_backoff
 
 # Rajani et al. 2020's ANLI and HANS columns (Tables 4-6) and mislabeled-example detection
 # ranked as the field reports it (AUPRC, P/R at k), on both readings of the paper's "dev
 # set" (SNLI dev 9,842; cad-snli dev 200), with the out-of-sample loss of a 5-fold retrain.
-# Trains the GloVe CNNs it needs (64 CPU minutes measured, one BLAS thread; see
+# Trains the GloVe CNNs and 1-layer BiLSTMs it needs (CPU time measured in
 # docs/robustness.md); MiniLM runs join the tables when `make rajani-minilm` /
 # `minilm-results` have trained them. Resumable: every model x set result, detection and
 # fold model is kept in its run folder.
-ROBUST_GLOVE := cad-snli_cnn cad-snli-augmented_cnn snli_cnn
+ROBUST_GLOVE := cad-snli_cnn cad-snli_bilstm cad-snli-augmented_cnn cad-snli-augmented_bilstm \
+	snli_cnn
 ROBUST_MINILM := cad-snli-snlieval_minilm cad-snli-augmented_minilm snli_minilm
 ROBUST_RUNS = $(ROBUST_GLOVE:%=results/%/args.json) $(patsubst %train_result.json,%args.json,\
 	$(wildcard $(ROBUST_MINILM:%=results/%/train_result.json)))
 rajani-robustness: venv
-	RUN=cad-snli_cnn scripts/train_and_dknn.sh cad-snli cnn --n-calib 167
-	RUN=cad-snli-augmented_cnn scripts/train_and_dknn.sh cad-snli-augmented cnn --n-calib 833
-	scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY)
-	for s in $(NOISE_SEEDS); do \
-	  RUN=cad-snli_cnn_noise_s$$s scripts/train_and_dknn.sh cad-snli cnn --n-calib 0 $(FLIP) && \
-	  RUN=cad-snli-snlieval_cnn_noise_s$$s scripts/train_and_dknn.sh cad-snli cnn \
-	      $(CAD_SNLI_PAPER) $(FLIP) || exit 1; done
+	$(TRAIN_CAD_CNN)
+	$(TRAIN_CAD_BILSTM)
+	$(TRAIN_AUG_CNN)
+	$(TRAIN_AUG_BILSTM)
+	$(TRAIN_SNLI_CNN)
+	for s in $(NOISE_SEEDS); do $(TRAIN_NOISE_CNNS) || exit 1; done
 	for d in cad-snli cad-snli-snlieval; do \
 	  $(PY) scripts/knn_cv_loss.py --model-setup \
 	      $(foreach s,$(NOISE_SEEDS),results/$${d}_cnn_noise_s$(s)/args.json) && \
