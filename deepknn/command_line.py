@@ -111,12 +111,24 @@ def _os_error_message(error):
         path, error.strerror or error, hints.get(error.errno, 'check the path and the disk'))
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends '(default: X)' to a flag's help, except where X is None (a required flag,
+    or one whose absence means something the help explains) or the help already says its
+    default in words: '(default: None)' tells a reader nothing."""
+
+    def _get_help_string(self, action):
+        help_text = action.help or ''
+        if action.default is None or 'default' in help_text.lower():
+            return help_text
+        return super()._get_help_string(action)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse for every CLI here: --help shows each flag's default, and a bad flag is
     one line on stderr (exit status 2) naming the flag, like every other user error."""
 
     def __init__(self, **kwargs):
-        kwargs.setdefault('formatter_class', argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault('formatter_class', DefaultsHelpFormatter)
         super().__init__(**kwargs)
 
     def error(self, message):

@@ -131,3 +131,17 @@ def test_a_trained_folder_is_marked_as_made_by_the_command(tmp_path):
     cli_helpers.train_tiny(tmp_path, tmp_path / 'run')
     marker = json.loads((tmp_path / 'run' / result_folder.MARKER).read_text())
     assert marker['created_by'] == 'train_text_classifier.py'
+
+
+def test_help_shows_a_default_once_and_never_none():
+    parser = cli.ArgumentParser(prog='demo')
+    parser.add_argument('--k', type=int, default=3, help='neighbours')
+    parser.add_argument('--model-setup', help='args.json of a trained run')
+    parser.add_argument('--n-validation', type=int, default=None,
+                        help='pairs that tune tau (default: half of the set)')
+    parser.add_argument('--layer', type=int, default=-2, help='layer (default -2: the last)')
+    text = ' '.join(parser.format_help().split())
+    assert 'neighbours (default: 3)' in text
+    assert 'default: None' not in text
+    assert text.count('default') == 3   # --k's, and the two the help words itself
+    assert '(default -2: the last) (default' not in text
