@@ -9,8 +9,11 @@ one outputs the logits. The DkNN layers of a model are `model.dknn_layers(...)`:
   SNLI    FC1, FC2 (= logits) on top of [u; v; u*v; |u-v|]
 
 Inputs are int32 id arrays (one per sentence, '<eos>' appended), or for pair
-models (premise_ids, hypothesis_ids) tuples. Outputs never depend on which other
-sentences share a batch: the CNN masks padded windows, the RNNs take ragged input.
+models (premise_ids, hypothesis_ids) tuples. In exact arithmetic outputs never depend
+on which other sentences share a batch (the CNN masks padded windows, the RNNs take
+ragged input); in floats they do, in the last bit: a BLAS product's rows change with
+the matrix's row count and thread count. Inference therefore runs in canonical blocks
+(`BatchedInference`), so that every path computes a row the same way.
 """
 import contextlib
 
@@ -18,6 +21,7 @@ import chainer
 import chainer.functions as F
 import chainer.links as L
 import numpy as np
+import threadpoolctl
 import tqdm
 
 from deepknn.ragged_lstm import ragged_lstm
@@ -32,6 +36,24 @@ def inference_mode():
     """Test-mode behaviour (no dropout) without building a backward graph."""
     with chainer.using_config('train', False), chainer.using_config('enable_backprop', False):
         yield
+
+
+_THREADS = threadpoolctl.ThreadpoolController()
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """BLAS limited to one thread: a product's rows then do not depend on how many
+    threads the machine, a Ray worker or OMP_NUM_THREADS gives (measured in
+    benchmarks/bench_canonical_blocks.py)."""
+    with _THREADS.limit(limits=1, user_api='blas'):
+        yield
+
+
+def block_rows(start, stop, n_rows, batchsize):
+    """The rows [first, last) of the canonical blocks that cover rows [start, stop) of a
+    list of `n_rows` inputs: compute those, then keep [start - first, stop - first)."""
+    return start - start % batchsize, min(n_rows, -(-stop // batchsize) * batchsize)
 
 
 def _n_ids(x):
@@ -117,34 +139,45 @@ class BOWEncoder(chainer.Chain):
 
 
 class BatchedInference:
-    """Numpy inference in batches for a Chain with `dknn_layers(xs)` (the last layer is
-    the logits), `forward(xs)`, `n_class` and `input_length(x)`.
+    """Numpy inference in canonical blocks for a Chain with `dknn_layers(xs)` (the last
+    layer is the logits), `forward(xs)`, `n_class` and `input_length(x)`.
 
-    Inputs are grouped by length, shortest first: outputs do not depend on batch mates,
-    so grouping only saves padding. A batch holds at most `batchsize` inputs and, where
-    `max_batch_units` is set (a transformer, whose attention grows with the square of
-    the padded length), at most that many padded positions, so a few long inputs do not
-    pad a whole chunk of short ones.
+    The canonical rule, which makes a row's outputs the same bytes in every path (one
+    process, Ray parts, caches, the explorer): the inputs are cut into consecutive blocks
+    of `batchsize` rows, rows [0, B), [B, 2B), ... of the list, and a block is computed
+    on its own, with one BLAS thread. Inside a block inputs are grouped by length,
+    shortest first, to save padding; where `max_batch_units` is set (a transformer,
+    whose attention grows with the square of the padded length) a group holds at most
+    that many padded positions. Both depend on the block alone, so the row r of a list
+    is computed from rows [r - r % B, r - r % B + B) whoever asks; `block_rows` gives
+    those ranges for a slice of a longer list (a Ray part).
     """
     max_batch_units = None
 
     def _batches(self, xs, batchsize, progress):
         """Yield (positions in xs, the inputs at those positions, on the model's device)."""
-        lengths = [self.input_length(x) for x in xs]
+        groups = [start + group for start in range(0, len(xs), batchsize)
+                  for group in self._length_groups(xs[start:start + batchsize])]
+        if progress:
+            groups = tqdm.tqdm(groups, desc=progress, unit='batch', leave=False)
+        with one_blas_thread():    # for the caller's forward pass, between the yields
+            for positions in groups:
+                yield positions, [self._send(xs[i]) for i in positions]
+
+    def _length_groups(self, block):
+        """Positions in `block`, grouped by length (shortest first) under max_batch_units."""
+        lengths = [self.input_length(x) for x in block]
         order = np.argsort(lengths, kind='stable')
         groups, start = [], 0
         while start < len(order):
             end = start + 1
-            while end < len(order) and end - start < batchsize and (
+            while end < len(order) and (
                     self.max_batch_units is None
                     or (end - start + 1) * lengths[order[end]] <= self.max_batch_units):
                 end += 1
             groups.append(order[start:end])
             start = end
-        if progress:
-            groups = tqdm.tqdm(groups, desc=progress, unit='batch', leave=False)
-        for positions in groups:
-            yield positions, [self._send(xs[i]) for i in positions]
+        return groups
 
     def _send(self, x):
         if isinstance(x, tuple):

@@ -30,13 +30,15 @@ def checked_activations(activations, what):
     return activations
 
 
-def activation_key(setup):
+def activation_key(setup, batchsize=64):
     """Identifies the cached activations: digests of the model file, the vocabulary and
     the training split's examples (a data file changed with the same number of lines
-    changes the key too)."""
+    changes the key too), and the canonical block size the rows were computed in
+    (nets.BatchedInference), which fixes their last bits."""
     model_path = os.path.join(setup.result_dir, setup.config.model_path)
-    return '{}:{}:{}'.format(nlp_utils.file_digest(model_path), nlp_utils.vocab_digest(setup.vocab),
-                             nlp_utils.examples_digest(setup.splits.train))
+    return '{}:{}:{}:blocks of {}'.format(
+        nlp_utils.file_digest(model_path), nlp_utils.vocab_digest(setup.vocab),
+        nlp_utils.examples_digest(setup.splits.train), batchsize)
 
 
 def read_cache(path, key):
@@ -65,9 +67,9 @@ def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=Tru
     <result_dir>/dknn_cache.npz and reused while model file and split are unchanged
     (use_cache False: recomputed and cached anew). Reading a valid cache takes no lock;
     writing one holds the run folder's (result_folder.lock_for_caches), so a second
-    writer stops with a one-line error. `key`: activation_key(setup), if known."""
+    writer stops with a one-line error. `key`: activation_key(setup, batchsize), if known."""
     cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
-    key = np.array(key or activation_key(setup))
+    key = np.array(key or activation_key(setup, batchsize))
     cache = read_cache(cache_path, key) if use_cache else None
     if cache is None:
         with result_folder.lock_for_caches(setup.result_dir, CACHES_PURPOSE):

@@ -83,8 +83,8 @@ class DkNN:
         self.train_activations = list(train_activations)
         searched = self._searched(train_activations, 'training')
         if index_states is not None:
-            self.indexes = [knn_index.make_index(self.backend, **self.index_options).restore(state)
-                            for state in index_states]
+            self.indexes = [knn_index.make_index(self.backend, **self.index_options)
+                            .restore(state, layer) for state, layer in zip(index_states, searched)]
         else:
             layers = tqdm.tqdm(searched, desc='indexing', unit='layer', disable=not progress)
             self.indexes = [knn_index.make_index(self.backend, **self.index_options).build(layer)
@@ -294,9 +294,10 @@ def fitted_dknn_from_setup(setup, settings, use_cache=True, timer=None):
                 settings.index_options)
     if settings.engine is not None:
         from deepknn.distributed import ray_dknn
-        return ray_dknn.fitted(dknn, setup, settings, activation_key(setup), timer)
+        return ray_dknn.fitted(dknn, setup, settings, activation_key(setup, settings.batchsize),
+                              timer)
     with timer('cache'):
-        key = activation_key(setup)
+        key = activation_key(setup, settings.batchsize)
         activations, labels = train_activations(setup, settings.neighbor_labels,
                                                 settings.batchsize, use_cache, key)
     with timer('index'):
@@ -322,7 +323,8 @@ def split_activations(setup, split, settings, progress=None):
     the Ray Data pipeline when settings.engine is set, else in this process."""
     if settings.engine is not None:
         from deepknn.distributed import ray_dknn
-        return ray_dknn.split_activations(settings.engine, setup, split, activation_key(setup),
+        return ray_dknn.split_activations(settings.engine, setup, split,
+                                          activation_key(setup, settings.batchsize),
                                           settings.batchsize)
     examples = getattr(setup, split)
     return checked_activations(setup.model.layer_activations(

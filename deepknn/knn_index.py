@@ -12,6 +12,11 @@ Every backend answers a whole batch of queries at once:
 Backends: 'kdtree' (exact, sklearn KDTree), 'lsh' (nearpy random binary
 projections + exact re-ranking, as in the original DkNN code) and 'faiss'
 (kind='flat' exact, 'hnsw' or 'ivf' approximate).
+
+The neighbour rule (`neighbor_rule`), the same for every backend, engine and thread
+count: a training row's rank for a query is its Euclidean distance recomputed in float64
+from the stored float32 activations, then its row index. A backend only proposes
+candidates; an exact one proposes more until no row it left out could rank in the k.
 """
 import inspect
 import math
@@ -50,7 +55,14 @@ def _as_matrix(array, what):
 
 
 class NeighborIndex:
-    """Base class: `build(vectors)` then `search(queries, k)`; see the module docstring."""
+    """Base class: `build(vectors)` then `search(queries, k)`; see the module docstring.
+
+    exact: `_search(queries, m)` returns the m nearest rows under the backend's own
+    arithmetic, whose squared distances are off by at most `roundoff` * (D + 4) *
+    (|q| + max |x|)^2 (a dot product's rounding bound); approximate backends may miss
+    rows, and their candidates are only re-ranked."""
+    exact = True
+    roundoff = 2.0 ** -24          # float32 arithmetic
 
     def __init__(self):
         self.n = 0                 # number of indexed vectors
@@ -63,6 +75,13 @@ class NeighborIndex:
         self.n, self.dim = vectors.shape
         self.n_short_queries = 0
         self._build(vectors)
+        return self.hold(vectors)
+
+    def hold(self, vectors):
+        """Keep the indexed float32 vectors (N, D), a reference where possible, for the
+        neighbour rule's exact distances; returns self."""
+        self.vectors = _as_matrix(vectors, 'activations')
+        self.max_norm = max_row_norm(self.vectors)
         return self
 
     def search(self, queries, k):
@@ -82,19 +101,25 @@ class NeighborIndex:
         if queries.shape[1] != self.dim:
             raise UserError('queries have {} dims but the index holds {}-dim vectors'.format(
                 queries.shape[1], self.dim))
-        distances, indices = self._search(queries, k)
+        distances, indices = self._ranked(queries, k)
         missing = indices < 0
         distances = np.where(missing, np.inf, distances).astype(np.float32)
         self.n_short_queries += int(missing.any(axis=1).sum())
         return distances, indices.astype(np.int64)
+
+    def _ranked(self, queries, k):
+        """(distances, indices) of the k neighbours the neighbour rule gives, from this
+        backend's candidates and the held vectors."""
+        return neighbor_rule(self._search, self.vectors, queries, k, self.exact,
+                             self.roundoff, self.max_norm)
 
     def saved_state(self):
         """The built index as {name: array} for np.savez (no pickle), or None where the
         backend cannot be saved that way and is rebuilt from the vectors instead."""
         return None
 
-    def restore(self, state):
-        """Load what saved_state() returned; returns self."""
+    def restore(self, state, vectors):
+        """Load what saved_state() returned for the index of `vectors`; returns self."""
         raise NotImplementedError
 
     def _build(self, vectors):
@@ -108,6 +133,7 @@ class KDTreeIndex(NeighborIndex):
     """Exact search with sklearn's KDTree (holds a float64 copy: 8*N*D bytes).
 
     The whole batch goes to one `KDTree.query` call (single-threaded)."""
+    roundoff = 2.0 ** -53          # float64 arithmetic
 
     def __init__(self, leaf_size=40):
         super().__init__()
@@ -144,6 +170,7 @@ class LSHIndex(NeighborIndex):
     than through `Engine.store_vector`, which would keep a normalised copy of every
     vector. Queries are hashed the same way. Fewer than k candidates -> padded row.
     """
+    exact = False
 
     def __init__(self, n_bits=None, n_tables=10, seed=0, candidates=None, bucket_size=64):
         super().__init__()
@@ -249,6 +276,10 @@ class FaissIndex(NeighborIndex):
         self.seed, self.train_per_list, self.n_threads = int(seed), int(train_per_list), n_threads
         self.pq_m = pq_m
 
+    @property
+    def exact(self):
+        return self.kind == 'flat'
+
     def _build(self, vectors):
         self._index = self.trained_empty(vectors, self.n)
         self._index.add(vectors)
@@ -302,14 +333,14 @@ class FaissIndex(NeighborIndex):
         import faiss
         return {'faiss_index': faiss.serialize_index(self._index)}
 
-    def restore(self, state):
+    def restore(self, state, vectors):
         import faiss
         _limit_faiss_threads(faiss, self.n_threads)
         self._index = faiss.deserialize_index(np.asarray(state['faiss_index']))
         self.n, self.dim, self.n_short_queries = self._index.ntotal, self._index.d, 0
         if self.kind in ('ivf', 'ivfpq'):
             self.nlist_used = self._index.nlist
-        return self
+        return self.hold(vectors)
 
     def _search(self, queries, k):
         if self.kind == 'hnsw':
@@ -318,6 +349,72 @@ class FaissIndex(NeighborIndex):
             self._index.nprobe = min(self.nprobe, self.nlist_used)
         squared, indices = self._index.search(queries, k)
         return np.sqrt(np.maximum(squared, 0.0)), indices
+
+
+# A first fetch of 2k candidates (at least k + 16) leaves room for the rows a float32
+# search ranks in the wrong order near the k-th; the rule doubles it where that is not
+# enough (neighbor_rule). Query chunks keep the float64 re-ranking under 32 MB.
+_FETCH_EXTRA = 16
+_RERANK_ELEMENTS = 1 << 22
+
+
+def max_row_norm(vectors):
+    """The largest Euclidean norm of a row of `vectors` (N, D), in float64."""
+    return float(np.sqrt(max(np.einsum('ij,ij->i', chunk, chunk, dtype=np.float64).max()
+                             for chunk in np.array_split(vectors, max(1, len(vectors) // 65536)))))
+
+
+def neighbor_rule(candidates, vectors, queries, k, exact, roundoff, max_norm):
+    """The k neighbours of each query under the neighbour rule (module docstring).
+
+    candidates(queries (M, D), m) -> (backend distances (M, m), row ids (M, m), -1 for
+    none): a backend's search. vectors: the indexed float32 rows (N, D). exact: the
+    backend's m candidates are its m nearest, with squared distances off by at most
+    roundoff * (D + 4) * (|q| + max_norm)^2. Then a row left out is provably farther than
+    the k-th re-ranked candidate once the m-th backend distance, less that bound,
+    exceeds it; a query where this fails asks for twice as many candidates (at most N,
+    which is trivially complete). -> (distances float64 (M, k), ids int64 (M, k)),
+    nearest first, ties by the smaller id; -1 / inf where fewer than k were proposed."""
+    n, dim = vectors.shape
+    fetch = min(n, max(2 * k, k + _FETCH_EXTRA))
+    slack = 2 * roundoff * (dim + 4) * (np.linalg.norm(queries.astype(np.float64), axis=1)
+                                        + max_norm) ** 2
+    distances = np.full((len(queries), k), np.inf)
+    ids = np.full((len(queries), k), -1, dtype=np.int64)
+    todo = np.arange(len(queries))
+    while len(todo):
+        proposed, proposed_ids = candidates(queries[todo], fetch)
+        top, top_ids = _exact_top_k(vectors, queries[todo], np.asarray(proposed_ids), k)
+        settled = np.ones(len(todo), bool)
+        if exact and fetch < n:
+            edge = np.asarray(proposed, np.float64)[:, -1] ** 2 - slack[todo]
+            settled = edge > top[:, -1] ** 2
+        distances[todo[settled]], ids[todo[settled]] = top[settled], top_ids[settled]
+        todo, fetch = todo[~settled], min(n, 2 * fetch)
+    return distances, ids
+
+
+def _exact_top_k(vectors, queries, candidate_ids, k):
+    """Candidates (M, m) re-ranked by float64 distance, then id -> their first k."""
+    m = candidate_ids.shape[1]
+    distances = np.full(candidate_ids.shape, np.inf)
+    chunk = max(1, _RERANK_ELEMENTS // max(1, m * vectors.shape[1]))
+    for start in range(0, len(queries), chunk):
+        rows = candidate_ids[start:start + chunk]
+        diff = (vectors[np.maximum(rows, 0)].astype(np.float64)
+                - queries[start:start + chunk, None, :].astype(np.float64))
+        # numpy's pairwise sum along a row: the same order on every machine.
+        distances[start:start + chunk] = np.where(
+            rows >= 0, np.sqrt(np.sum(diff * diff, axis=2)), np.inf)
+    order = np.lexsort((np.where(candidate_ids < 0, len(vectors), candidate_ids),
+                        distances), axis=1)[:, :k]
+    top_ids = np.take_along_axis(candidate_ids, order, axis=1)
+    if top_ids.shape[1] < k:        # fewer candidates than k: pad
+        pad = k - top_ids.shape[1]
+        return (np.pad(np.take_along_axis(distances, order, axis=1), ((0, 0), (0, pad)),
+                       constant_values=np.inf),
+                np.pad(top_ids, ((0, 0), (0, pad)), constant_values=-1))
+    return np.take_along_axis(distances, order, axis=1), top_ids
 
 
 _CLASSES = {'kdtree': KDTreeIndex, 'lsh': LSHIndex, 'faiss': FaissIndex}

@@ -18,6 +18,7 @@ import re
 import shutil
 import socket
 import sys
+import time
 
 from deepknn import file_groups, manifest
 from nlp_utils import UserError
@@ -59,12 +60,13 @@ _HELD_HERE = {}
 
 
 @contextlib.contextmanager
-def lock(folder, purpose):
+def lock(folder, purpose, wait=None):
     """Hold the exclusive lock of result folder `folder` (which may not exist yet) for
-    the duration; a second holder gets a UserError naming the first. The lock file
+    the duration; a second holder gets a UserError naming the first, or with `wait` =
+    (purpose, seconds) waits that long for a holder of that purpose. The lock file
     `.NAME.lock` beside the folder exists only while it is held."""
     key = os.path.realpath(folder)
-    with _held(_sibling(folder, 'lock'), folder, purpose):
+    with _held(_sibling(folder, 'lock'), folder, purpose, wait):
         _HELD_HERE[key] = os.getpid()
         try:
             if os.path.isdir(folder):
@@ -79,11 +81,21 @@ def held_by_this_process(folder):
     return _HELD_HERE.get(os.path.realpath(folder)) == os.getpid()
 
 
-def lock_for_caches(folder, purpose):
+# How long a cache writer waits for another process writing the same caches.
+CACHE_WAIT_SECONDS = 1800
+
+
+def lock_for_caches(folder, purpose, wait_seconds=None):
     """The lock a writer of `folder`'s caches holds while it writes them: the folder's
     lock, or nothing more where this process holds it already (a command that locked
-    the run folder for its own outputs, then builds the run's DkNN)."""
-    return contextlib.nullcontext() if held_by_this_process(folder) else lock(folder, purpose)
+    the run folder for its own outputs, then builds the run's DkNN). Where another
+    process holds it for the same `purpose` (building these caches), this one waits for
+    it (saying so once, at most `wait_seconds`, default CACHE_WAIT_SECONDS) and the
+    caller then finds its caches; any other holder is refused at once."""
+    if held_by_this_process(folder):
+        return contextlib.nullcontext()
+    return lock(folder, purpose, wait=(purpose, CACHE_WAIT_SECONDS
+                                       if wait_seconds is None else wait_seconds))
 
 
 @contextlib.contextmanager
@@ -104,9 +116,9 @@ def lock_outputs(stem, paths, purpose):
 
 
 @contextlib.contextmanager
-def _held(path, what, purpose):
+def _held(path, what, purpose, wait=None):
     """Hold the flock of lock file `path` (guarding `what`) for the duration."""
-    handle = _acquire(path, what)
+    handle = _acquire(path, what, wait)
     with handle:
         handle.seek(0)
         handle.truncate()
@@ -123,9 +135,11 @@ def _held(path, what, purpose):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _acquire(path, folder):
-    """Open and flock `path` without waiting -> the open file, or UserError naming
-    `folder` (what the lock guards)."""
+def _acquire(path, folder, wait=None):
+    """Open and flock `path` -> the open file. A holder is waited for when `wait` =
+    (purpose, seconds) and its line names that purpose; otherwise, or past that time,
+    a UserError names `folder` (what the lock guards) and the holder."""
+    deadline, told = None, False
     while True:
         try:
             handle = open(path, 'a+', encoding='utf-8')
@@ -142,6 +156,16 @@ def _acquire(path, folder):
             handle.close()
             if holder.startswith('pid {} '.format(os.getpid())):
                 holder += ', this very command: is the same folder given twice?'
+            elif wait and '({},'.format(wait[0]) in holder:
+                deadline = deadline or time.monotonic() + wait[1]
+                if time.monotonic() < deadline:
+                    if not told:
+                        print('waiting for {} ({})'.format(folder, holder), file=sys.stderr)
+                        told = True
+                    time.sleep(_POLL_SECONDS)
+                    continue
+                raise UserError('{} is still in use by {} after {:.0f} s; run the command '
+                                'again when it has finished'.format(folder, holder, wait[1]))
             raise UserError('{} is in use by {}; wait for it to finish or use another '
                             'folder'.format(folder, holder))
         try:
@@ -152,6 +176,7 @@ def _acquire(path, folder):
         handle.close()   # the holder released and removed it between our open and flock
 
 
+_POLL_SECONDS = 0.2
 _TEMPORARY = re.compile(r'^\.tmp-(\d+)-')
 
 

@@ -241,7 +241,7 @@ def test_faiss_index_survives_a_save_without_pickle(tmp_path, kind):
     built = FaissIndex(kind=kind).build(vectors)
     np.savez(str(tmp_path / 'index.npz'), **built.saved_state())
     with np.load(str(tmp_path / 'index.npz'), allow_pickle=False) as saved:
-        restored = FaissIndex(kind=kind).restore(dict(saved))
+        restored = FaissIndex(kind=kind).restore(dict(saved), vectors)
     assert (restored.n, restored.dim) == (400, 6)
     for a, b in zip(built.search(queries, 7), restored.search(queries, 7)):
         np.testing.assert_array_equal(a, b)
@@ -258,7 +258,8 @@ def test_ivfpq_compresses_and_still_finds_the_cluster_neighbours(tmp_path):
     queries = centers + rng.normal(0, 0.5, (8, 32)).astype(np.float32)
     _, found = index.search(queries, 10)
     assert (labels[found] == np.arange(8)[:, None]).mean() > 0.95
-    restored = knn_index.make_index('faiss', kind='ivfpq', nprobe=8).restore(index.saved_state())
+    restored = knn_index.make_index('faiss', kind='ivfpq', nprobe=8).restore(
+        index.saved_state(), vectors)
     np.testing.assert_array_equal(restored.search(queries, 10)[1], found)
     with pytest.raises(UserError, match='^pq_m 5 must divide the dimension 32$'):
         knn_index.make_index('faiss', kind='ivfpq', pq_m=5).build(vectors)

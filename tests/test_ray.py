@@ -76,6 +76,43 @@ def test_flat_shards_give_the_one_process_exact_dknn(tiny_run, flat_engine):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.fixture(scope='module')
+def tied_run(tmp_path_factory):
+    """A tiny run whose sentences repeat (three words of four): its training rows tie
+    exactly at the k-th place, as SNLI's premises and TREC's questions do."""
+    folder = tmp_path_factory.mktemp('ray_tied')
+    rng = np.random.RandomState(1)
+    paths = []
+    for name, n in (('train.txt', 150), ('test.txt', 40)):
+        rows = ['{} {}'.format(['neg', 'pos'][rng.randint(2)], ' '.join(rng.choice(WORDS[:4], 3)))
+                for _ in range(n)]
+        paths.append(str(folder / name))
+        with open(paths[-1], 'w') as f:
+            f.write('\n'.join(rows) + '\n')
+    import train_text_classifier
+    train_text_classifier.main(cli_helpers.train_argv(folder / 'run', paths, '--n-calib', '40'))
+    return model_setup.load_setup(str(folder / 'run'))
+
+
+def dknn_answers(dknn, setup, settings):
+    """(calibration scores, the test split's DkNN outputs) through `settings`' engine."""
+    test, _ = dknn_lib.split_activations(setup, 'test', settings)
+    return dknn.calibration_scores, dknn.predict_from_activations(test)
+
+
+@pytest.mark.parametrize('n_shards', [1, 2, 3])
+def test_ray_with_any_shard_count_gives_the_one_process_bits_on_tied_rows(
+        tied_run, tmp_path, n_shards):
+    local = DkNNSettings(K, 'kdtree')     # another exact backend, another order of ties
+    expected = dknn_answers(dknn_lib.dknn_from_setup(tied_run, local, use_cache=False),
+                            tied_run, local)
+    sharded = DkNNSettings(K, engine=engine(tmp_path, shards=n_shards, part_rows=7))
+    found = dknn_answers(dknn_lib.dknn_from_setup(tied_run, sharded), tied_run, sharded)
+    np.testing.assert_array_equal(found[0], expected[0])
+    for key in ('prediction', 'credibility', 'confidence', 'p_values', 'neighbors'):
+        np.testing.assert_array_equal(found[1][key], expected[1][key], err_msg=key)
+
+
 def test_merge_keeps_the_k_nearest_of_all_shards_ties_to_the_smaller_id():
     first = (np.array([[1.0, 3.0, 4.0]]), np.array([[7, 2, 9]]))
     second = (np.array([[2.0, 3.0, np.inf]]), np.array([[5, 1, -1]]))   # -1: shard ran short
@@ -137,9 +174,16 @@ def test_ivfpq_shards_answer_as_one_index_with_their_shared_codebook(tmp_path):
                                    progress=False)[0].search(queries, 10)
     one = one_index_like_the_shards(ray_engine, str(tmp_path / 'index'), vectors)
     assert one.pq.M == 4 and one.nlist == 8              # the settings reached the index
-    squared, ids = one.search(queries, 10)
-    np.testing.assert_array_equal(found[1], ids)
-    np.testing.assert_allclose(found[0], np.sqrt(np.maximum(squared, 0)), rtol=1e-5)
+    # Each shard re-ranks its own candidates by the neighbour rule: their union holds the
+    # one index's candidates (same codes, same approximate distances), so the shards'
+    # i-th neighbour is never farther than the one index's re-ranked i-th.
+    def candidates(batch, m):
+        squared, ids = one.search(batch, m)
+        return np.sqrt(np.maximum(squared, 0)), ids
+    distances, _ = knn_index.neighbor_rule(candidates, vectors, queries, 10, False, 0.0,
+                                           knn_index.max_row_norm(vectors))
+    assert (found[0] <= distances.astype(np.float32)).all()
+    assert (found[0] < distances.astype(np.float32)).any()     # and it is not the same
 
 
 class DyingExtractor(activations.PartExtractor):

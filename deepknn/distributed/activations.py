@@ -16,6 +16,7 @@ import numpy as np
 import tqdm
 
 from deepknn import model_setup
+import nets
 from deepknn.distributed import engine as engine_lib
 from deepknn.distributed import shards
 from nlp_utils import UserError
@@ -49,8 +50,13 @@ class PartExtractor:
 
     def extract(self, part):
         start, stop = self.parts.ranges[part]
-        encoded = self.setup.encode(self.examples[start:stop])
-        layers = self.setup.model.layer_activations([x for x, _ in encoded], self.batchsize)
+        # The canonical blocks around the part (nets.BatchedInference): a part's rows get
+        # the bytes one process gives them, wherever the part boundaries fall.
+        first, last = nets.block_rows(start, stop, len(self.examples), self.batchsize)
+        blocks = self.setup.encode(self.examples[first:last])
+        encoded = blocks[start - first:stop - first]
+        layers = [layer[start - first:stop - first] for layer in
+                  self.setup.model.layer_activations([x for x, _ in blocks], self.batchsize)]
         for i, layer in enumerate(layers):
             if not np.all(np.isfinite(layer)):
                 raise UserError('layer {} of rows {}-{} contains NaN or inf: the model gives '

@@ -4,7 +4,9 @@
     distances, ids = indexes[0].search(queries, k)     # the NeighborIndex interface
 
 Each layer's rows are split into `engine.shards` contiguous shards (whole activation
-parts). Flat shards are exact, so their merged top-k is the exact answer; IVF and IVF-PQ
+parts). Each shard answers by the neighbour rule (knn_index.neighbor_rule: float64
+distances from its rows, then row ids), so flat shards' merged top-k is the one-process
+answer to the bit, whatever the shard count; IVF and IVF-PQ
 shards all copy one index trained once on a sample of the layer (coarse quantizer and PQ
 codebook), so every shard assigns a vector to the same list as one big index would. Shard
 files use faiss's own format (write_index/read_index), checked against the manifest's
@@ -96,18 +98,38 @@ class ShardSearcher:
     (a missing or corrupt file) are kept and reported by ready(), so the driver can raise
     them as one line."""
 
-    def __init__(self, paths, digests, nprobe):
+    def __init__(self, paths, digests, nprobe, parts_settings, part_ids, layers):
         import faiss
         faiss.omp_set_num_threads(1)
         self.problem = None
         try:
             self.indexes = [shards.read_faiss(p, d) for p, d in zip(paths, digests)]
+            self.rows = [self._rows(index, parts_settings, part_ids, layer)
+                         for index, layer in zip(self.indexes, layers)]
         except UserError as error:
             self.problem = str(error)
             return
         for index in self.indexes:
             if not isinstance(index, faiss.IndexIDMap):
                 faiss.extract_index_ivf(index).nprobe = nprobe
+
+    @staticmethod
+    def _rows(index, parts_settings, part_ids, layer):
+        """(float32 vectors (n, D), their split row ids (n,) increasing, max row norm) of
+        the shard: a flat shard's are faiss's own storage (no copy), an IVF shard's are
+        read from its activation parts (IVF-PQ keeps only codes)."""
+        import faiss
+        if isinstance(index, faiss.IndexIDMap):
+            flat = faiss.downcast_index(index.index)
+            vectors = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(
+                flat.ntotal, flat.d)
+            ids = faiss.vector_to_array(index.id_map)
+        else:
+            parts = shards.ActivationParts(*parts_settings)
+            vectors = np.ascontiguousarray(parts.column('layer_{}'.format(layer), part_ids))
+            ids = np.concatenate([np.arange(*parts.ranges[p], dtype=np.int64)
+                                  for p in part_ids])
+        return vectors, ids, knn_index.max_row_norm(vectors)
 
     def ready(self):
         """(None once loaded, else the one-line reason; the Ray node this actor runs on)."""
@@ -120,15 +142,25 @@ class ShardSearcher:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
     def search(self, position, queries, k):
-        """(Euclidean distances (M, k), row ids (M, k)) in the shard of searched layer
-        `position`; -1 ids where the shard holds fewer than k rows."""
-        squared, ids = self.indexes[position].search(queries, k)
-        return np.sqrt(np.maximum(squared, 0.0)), ids
+        """(float64 Euclidean distances (M, k), row ids (M, k)) of the neighbour rule in
+        the shard of searched layer `position`; -1 ids where it holds fewer than k rows."""
+        import faiss
+        index = self.indexes[position]
+        vectors, ids, max_norm = self.rows[position]
+
+        def candidates(batch, m):
+            squared, found = index.search(batch, m)
+            return (np.sqrt(np.maximum(squared, 0.0)),
+                    np.where(found >= 0, np.searchsorted(ids, found), -1))
+        distances, local = knn_index.neighbor_rule(
+            candidates, vectors, queries, k, isinstance(index, faiss.IndexIDMap),
+            knn_index.NeighborIndex.roundoff, max_norm)
+        return distances, np.where(local >= 0, ids[np.maximum(local, 0)], -1)
 
 
 def merge_top_k(found, k):
     """Per-shard results [(distances (M, k_s), ids (M, k_s))] -> the k nearest overall,
-    nearest first, ties by the smaller row id (as faiss orders one index's ties);
+    nearest first, ties by the smaller row id (the neighbour rule);
     -1 / inf where all shards together hold fewer than k."""
     distances = np.concatenate([d for d, _ in found], axis=1)
     ids = np.concatenate([i for _, i in found], axis=1)
@@ -151,7 +183,8 @@ class ShardedIndex(knn_index.NeighborIndex):
         raise UserError('a sharded index is built from activation parts on the Ray cluster '
                         '(sharded_indexes), not from vectors in memory')
 
-    def _search(self, queries, k):
+    def _ranked(self, queries, k):
+        """Each shard's neighbours by the rule, merged: the rule's k over all rows."""
         import ray
         shared = ray.put(queries)
         return merge_top_k(engine_lib.get([searcher.search.remote(self.position, shared, k)
@@ -167,12 +200,12 @@ def sharded_indexes(engine, parts, searched_layers, model_dir, progress=True):
     folder = shards.index_folder(model_dir, settings)
     manifest = (shards.read_manifest(folder, settings)
                 or build_shards(engine, parts, searched_layers, folder, settings, progress))
-    searchers = open_searchers(engine, folder, manifest, searched_layers)
+    searchers = open_searchers(engine, folder, manifest, searched_layers, parts)
     return [ShardedIndex(searchers, position, parts.plan['n_rows'], manifest['dims'][layer])
             for position, layer in enumerate(searched_layers)]
 
 
-def open_searchers(engine, folder, manifest, searched_layers):
+def open_searchers(engine, folder, manifest, searched_layers, parts):
     """One ShardSearcher actor per shard, each checked ready (a UserError otherwise),
     pinned round-robin to the cluster's live nodes, so every node searches, as
     docs/ray.md advises (Ray's SPREAD, and a soft node affinity, may put them all on the
@@ -182,13 +215,14 @@ def open_searchers(engine, folder, manifest, searched_layers):
     actor = ray.remote(num_cpus=0)(ShardSearcher)
     nodes = sorted(node['NodeID'] for node in ray.nodes() if node['Alive'])
     searchers = []
+    groups = shards.shard_parts(len(parts.ranges), engine.shards)
     for shard in range(engine.shards):
         paths = [shards.shard_path(folder, layer, shard) for layer in searched_layers]
         digests = [manifest['shards'][position][shard][0]
                    for position in range(len(searched_layers))]
         where = NodeAffinitySchedulingStrategy(nodes[shard % len(nodes)], soft=False)
         searchers.append(actor.options(scheduling_strategy=where).remote(
-            paths, digests, engine.nprobe))
+            paths, digests, engine.nprobe, parts.settings, groups[shard], searched_layers))
     answers = engine_lib.get([searcher.ready.remote() for searcher in searchers])
     for problem, _ in answers:
         if problem:
