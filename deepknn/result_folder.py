@@ -164,7 +164,7 @@ def _acquire(path, folder, wait=None):
                         told = True
                     time.sleep(_POLL_SECONDS)
                     continue
-                raise UserError('{} is still in use by {} after {:.0f} s; run the command '
+                raise UserError('{} is still in use by {} after {:g} s; run the command '
                                 'again when it has finished'.format(folder, holder, wait[1]))
             raise UserError('{} is in use by {}; wait for it to finish or use another '
                             'folder'.format(folder, holder))

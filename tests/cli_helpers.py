@@ -139,12 +139,22 @@ def held_by_another_process(folder, purpose):
     holder = subprocess.Popen(
         [sys.executable, '-c', HOLDER.format(root=root, folder=str(folder), purpose=purpose)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    _HOLDERS.append(holder)
     try:
         assert holder.stdout.readline().strip() == 'held'
         yield
     finally:
-        holder.stdin.close()
+        release_holders()
         holder.wait(timeout=60)
+
+
+_HOLDERS = []
+
+
+def release_holders():
+    """Let every holder of held_by_another_process go (from another thread, say)."""
+    while _HOLDERS:
+        _HOLDERS.pop().stdin.close()
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 

@@ -3,6 +3,7 @@ is written, re-entrantly for a command that holds it already; readers of valid c
 need no lock; parallel builders never leave a torn cache."""
 import os
 import subprocess
+import threading
 import sys
 
 import numpy as np
@@ -100,11 +101,30 @@ def test_parallel_builders_never_leave_a_torn_cache(run):
                for builder in builders]
     assert all(builder.returncode == 0 for builder in builders)
     expected = dknn_lib.dknn_from_setup(run, DkNNSettings(5), use_cache=False)
-    built = [line for line in outputs if line.startswith('built')]
-    assert built, outputs
-    for line in built:    # each finished builder got the one right answer
+    for line in outputs:   # each built the caches or waited and reused them: one answer
         assert line == 'built {}'.format(expected.calibration_scores.tolist())
-    for line in outputs:  # the other, if any, was told who writes the caches
-        assert line.startswith('built') or 'writing the DkNN caches' in line, line
     check_cache_holds(run, expected_train_layers(run))
     assert not [name for name in os.listdir(run.result_dir) if name.startswith('.tmp-')]
+
+
+def test_a_builder_waits_for_another_building_the_same_caches_then_reuses_them(run, capsys):
+    remove_caches(run)
+    expected = dknn_lib.dknn_from_setup(run, DkNNSettings(5), use_cache=False)
+    remove_caches(run)
+    with cli_helpers.held_by_another_process(run.result_dir, activation_cache.CACHES_PURPOSE):
+        # The holder lets go a second later, as a builder that finished would.
+        threading.Timer(1.0, cli_helpers.release_holders).start()
+        built = dknn_lib.dknn_from_setup(run, DkNNSettings(5))
+    np.testing.assert_array_equal(built.calibration_scores, expected.calibration_scores)
+    assert 'waiting for {} (pid '.format(run.result_dir) in capsys.readouterr().err
+    check_cache_holds(run, expected_train_layers(run))
+
+
+def test_past_its_time_limit_a_waiting_builder_stops_with_one_line(run, monkeypatch):
+    remove_caches(run)
+    monkeypatch.setattr(result_folder, 'CACHE_WAIT_SECONDS', 0.5)
+    with cli_helpers.held_by_another_process(run.result_dir, activation_cache.CACHES_PURPOSE):
+        with pytest.raises(UserError, match=r'still in use by pid .*writing the DkNN caches.* '
+                                            r'after 0.5 s; run the command again') as raised:
+            dknn_lib.dknn_from_setup(run, DkNNSettings(5))
+    assert '\n' not in str(raised.value)
