@@ -16,7 +16,8 @@ $(VENV)/installed: requirements.txt requirements-model.txt pyproject.toml
 
 .PHONY: venv demo test table1 interpretation-results feng-results paper minilm-results \
 	rajani-minilm rajani-minilm-detection rajani-removal rajani-glove rajani-results plausibility-results \
-	rajani-robustness rajani-anli-in-domain
+	rajani-robustness rajani-anli-in-domain rajani-robustness-seeds rajani-seeds-long \
+	rajani-seeds-short
 venv: $(VENV)/installed
 
 # Small default: a CNN on SST-2 (5 epochs), its DkNN, and saliency maps of 20 test sentences.
@@ -183,15 +184,18 @@ rajani-removal: venv
 GLOVE_BACKOFF_RUNS := cad-snli_cnn cad-snli_bilstm cad-snli-augmented_cnn \
 	cad-snli-augmented_bilstm snli_cnn $(TABLE1_DATASETS:%=%_cnn)
 FLIP = --seed $$s --label-noise 0.1 --label-noise-seed $$s
-# The GloVe NLI models, one training command each (shared with rajani-robustness).
-TRAIN_CAD_CNN := RUN=cad-snli_cnn scripts/train_and_dknn.sh cad-snli cnn --n-calib 167
-TRAIN_CAD_BILSTM := RUN=cad-snli_bilstm scripts/train_and_dknn.sh cad-snli bilstm \
-	--lstm-layers 1 --epoch 5 --n-calib 167
-TRAIN_AUG_CNN := RUN=cad-snli-augmented_cnn scripts/train_and_dknn.sh cad-snli-augmented cnn \
-	--n-calib 833
-TRAIN_AUG_BILSTM := RUN=cad-snli-augmented_bilstm scripts/train_and_dknn.sh \
-	cad-snli-augmented bilstm --lstm-layers 1 --epoch 30 --n-calib 833
-TRAIN_SNLI_CNN := scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY)
+# The GloVe NLI models, one training command each (shared with rajani-robustness): the
+# dataset, model and flags of each, and its run at the default training seed (777).
+CAD_CNN := cad-snli cnn --n-calib 167
+CAD_BILSTM := cad-snli bilstm --lstm-layers 1 --epoch 5 --n-calib 167
+AUG_CNN := cad-snli-augmented cnn --n-calib 833
+AUG_BILSTM := cad-snli-augmented bilstm --lstm-layers 1 --epoch 30 --n-calib 833
+SNLI_CNN := snli cnn $(SNLI_PROXY)
+TRAIN_CAD_CNN := RUN=cad-snli_cnn scripts/train_and_dknn.sh $(CAD_CNN)
+TRAIN_CAD_BILSTM := RUN=cad-snli_bilstm scripts/train_and_dknn.sh $(CAD_BILSTM)
+TRAIN_AUG_CNN := RUN=cad-snli-augmented_cnn scripts/train_and_dknn.sh $(AUG_CNN)
+TRAIN_AUG_BILSTM := RUN=cad-snli-augmented_bilstm scripts/train_and_dknn.sh $(AUG_BILSTM)
+TRAIN_SNLI_CNN := scripts/train_and_dknn.sh $(SNLI_CNN)
 # The label-flipped CNNs of seed $$s, read with cad-snli's dev and with SNLI dev.
 TRAIN_NOISE_CNNS = RUN=cad-snli_cnn_noise_s$$s scripts/train_and_dknn.sh cad-snli cnn \
 	--n-calib 0 $(FLIP) && RUN=cad-snli-snlieval_cnn_noise_s$$s scripts/train_and_dknn.sh \
@@ -249,6 +253,36 @@ rajani-robustness: venv
 	for s in 1 2; do $(PY) scripts/knn_robustness.py --overwrite --model-setup $(ROBUST_RUNS) \
 	    --dataset anli hans-like --data-dir $(DKNN_DATA_DIR) --seed $$s \
 	    --name knn_robustness_seed$$s || exit 1; done
+
+# Tables 4-6 over training seeds (docs/robustness.md): the five GloVe robustness models
+# at training seeds 777 (the runs above), 1 and 2, then kNN backoff on ANLI dev and
+# HANS-like for split seeds 0, 1, 2, and the mean and spread over the nine. Training runs
+# on one BLAS thread, so a retrain on the same CPU type gives the same parameters. Two
+# lanes: `make -j2 rajani-robustness-seeds` (about 50 minutes on 2 cores). Resumable.
+ROBUST_SEEDS := 1 2
+SEEDED_GLOVE := $(foreach r,$(ROBUST_GLOVE),$(r) $(ROBUST_SEEDS:%=$(r)_seed%))
+rajani-robustness-seeds rajani-seeds-long rajani-seeds-short: export OMP_NUM_THREADS = 1
+rajani-seeds-long: venv
+	$(TRAIN_AUG_BILSTM)
+	for s in $(ROBUST_SEEDS); do RUN=cad-snli-augmented_bilstm_seed$$s \
+	  scripts/train_and_dknn.sh $(AUG_BILSTM) --seed $$s || exit 1; done
+rajani-seeds-short: venv
+	$(TRAIN_CAD_CNN)
+	$(TRAIN_CAD_BILSTM)
+	$(TRAIN_AUG_CNN)
+	$(TRAIN_SNLI_CNN)
+	for s in $(ROBUST_SEEDS); do \
+	  RUN=cad-snli_cnn_seed$$s scripts/train_and_dknn.sh $(CAD_CNN) --seed $$s && \
+	  RUN=cad-snli_bilstm_seed$$s scripts/train_and_dknn.sh $(CAD_BILSTM) --seed $$s && \
+	  RUN=cad-snli-augmented_cnn_seed$$s scripts/train_and_dknn.sh $(AUG_CNN) --seed $$s && \
+	  RUN=snli_cnn_seed$$s scripts/train_and_dknn.sh $(SNLI_CNN) --seed $$s || exit 1; done
+rajani-robustness-seeds: rajani-seeds-long rajani-seeds-short
+	for s in 0 1 2; do $(PY) scripts/knn_robustness.py --overwrite \
+	    --model-setup $(SEEDED_GLOVE:%=results/%/args.json) --dataset anli hans-like \
+	    --data-dir $(DKNN_DATA_DIR) --seed $$s --name knn_robustness_glove_seeds_split$$s \
+	    || exit 1; done
+	$(PY) paper_results.py --overwrite robustness-seeds \
+	    $(foreach s,0 1 2,--table results/rajani/knn_robustness_glove_seeds_split$(s)_groups.csv)
 
 # Rajani et al. 2020's ANLI column in domain (docs/robustness.md): ANLI's training split is
 # not offline, so a MiniLM is fine-tuned on a seeded half of ANLI dev (stratified by round)

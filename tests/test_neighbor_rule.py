@@ -1,4 +1,4 @@
-"""The neighbour rule (knn_index.neighbor_rule): a training row's rank is its float64
+"""The neighbour rule (deepknn/neighbor_rule.py): a training row's rank is its float64
 distance, then its row index, whichever backend or thread count searched. Hand-made
 activations plant exact ties (duplicated rows, as duplicate sentences and ReLU layers
 give) and near-ties (rows 1e-6 apart, closer than a float32 search can order)."""
@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from deepknn import knn_index
+from deepknn import neighbor_rule
 from deepknn.dknn import DkNN
 
 K = 10
@@ -73,11 +74,11 @@ def test_the_fetch_grows_until_no_left_out_row_can_rank():
         diff = batch[:, None, :].astype(np.float64) - rows[None].astype(np.float64)
         squared = np.sum(diff * diff, axis=2)
         squared += rng.uniform(-1, 1, squared.shape) * 2.0 ** -24 * 28 * (
-            np.linalg.norm(batch, axis=1)[:, None] + knn_index.max_row_norm(rows)) ** 2
+            np.linalg.norm(batch, axis=1)[:, None] + neighbor_rule.max_row_norm(rows)) ** 2
         order = np.argsort(squared, axis=1)[:, :m]
         return np.sqrt(np.maximum(np.take_along_axis(squared, order, axis=1), 0)), order
-    found = knn_index.neighbor_rule(noisy_exact_search, rows, queries, K, True, 2.0 ** -24,
-                                    knn_index.max_row_norm(rows))
+    found = neighbor_rule.ranked(noisy_exact_search, rows, queries, K, True, 2.0 ** -24,
+                                    neighbor_rule.max_row_norm(rows))
     np.testing.assert_array_equal(found[1], expected[1])
     np.testing.assert_array_equal(found[0], expected[0])
     assert fetched[0] == K + 16 and max(fetched) > K + 16     # max(2k, k + 16) first

@@ -14,7 +14,7 @@ import cli_helpers  # noqa: E402
 import run_dknn  # noqa: E402
 import nlp_utils  # noqa: E402
 from deepknn import dknn as dknn_lib  # noqa: E402
-from deepknn import knn_index, model_setup  # noqa: E402
+from deepknn import knn_index, model_setup, neighbor_rule  # noqa: E402
 from deepknn.distributed import activations, search, shards  # noqa: E402
 from deepknn.distributed.engine import RayEngine  # noqa: E402
 from deepknn.dknn_settings import DkNNSettings  # noqa: E402
@@ -180,8 +180,8 @@ def test_ivfpq_shards_answer_as_one_index_with_their_shared_codebook(tmp_path):
     def candidates(batch, m):
         squared, ids = one.search(batch, m)
         return np.sqrt(np.maximum(squared, 0)), ids
-    distances, _ = knn_index.neighbor_rule(candidates, vectors, queries, 10, False, 0.0,
-                                           knn_index.max_row_norm(vectors))
+    distances, _ = neighbor_rule.ranked(candidates, vectors, queries, 10, False, 0.0,
+                                           neighbor_rule.max_row_norm(vectors))
     assert (found[0] <= distances.astype(np.float32)).all()
     assert (found[0] < distances.astype(np.float32)).any()     # and it is not the same
 

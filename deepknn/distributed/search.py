@@ -4,7 +4,7 @@
     distances, ids = indexes[0].search(queries, k)     # the NeighborIndex interface
 
 Each layer's rows are split into `engine.shards` contiguous shards (whole activation
-parts). Each shard answers by the neighbour rule (knn_index.neighbor_rule: float64
+parts). Each shard answers by the neighbour rule (deepknn/neighbor_rule.py: float64
 distances from its rows, then row ids), so flat shards' merged top-k is the one-process
 answer to the bit, whatever the shard count; IVF and IVF-PQ
 shards all copy one index trained once on a sample of the layer (coarse quantizer and PQ
@@ -20,6 +20,7 @@ import tqdm
 
 import nlp_utils
 from deepknn import knn_index
+from deepknn import neighbor_rule
 from deepknn.distributed import engine as engine_lib
 from deepknn.distributed import shards
 from nlp_utils import UserError
@@ -129,7 +130,7 @@ class ShardSearcher:
             vectors = np.ascontiguousarray(parts.column('layer_{}'.format(layer), part_ids))
             ids = np.concatenate([np.arange(*parts.ranges[p], dtype=np.int64)
                                   for p in part_ids])
-        return vectors, ids, knn_index.max_row_norm(vectors)
+        return vectors, ids, neighbor_rule.max_row_norm(vectors)
 
     def ready(self):
         """(None once loaded, else the one-line reason; the Ray node this actor runs on)."""
@@ -152,7 +153,7 @@ class ShardSearcher:
             squared, found = index.search(batch, m)
             return (np.sqrt(np.maximum(squared, 0.0)),
                     np.where(found >= 0, np.searchsorted(ids, found), -1))
-        distances, local = knn_index.neighbor_rule(
+        distances, local = neighbor_rule.ranked(
             candidates, vectors, queries, k, isinstance(index, faiss.IndexIDMap),
             knn_index.NeighborIndex.roundoff, max_norm)
         return distances, np.where(local >= 0, ids[np.maximum(local, 0)], -1)
