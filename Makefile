@@ -281,8 +281,9 @@ rajani-robustness-seeds: rajani-seeds-long rajani-seeds-short
 	    --model-setup $(SEEDED_GLOVE:%=results/%/args.json) --dataset anli hans-like \
 	    --data-dir $(DKNN_DATA_DIR) --seed $$s --name knn_robustness_glove_seeds_split$$s \
 	    || exit 1; done
-	$(PY) paper_results.py --overwrite robustness-seeds \
-	    $(foreach s,0 1 2,--table results/rajani/knn_robustness_glove_seeds_split$(s)_groups.csv)
+	for t in groups table6; do $(PY) scripts/robustness_seed_spread.py --overwrite --table \
+	    $(foreach s,0 1 2,results/rajani/knn_robustness_glove_seeds_split$(s)_$$t.csv) \
+	    --name knn_robustness_glove_seeds_$$t || exit 1; done
 
 # Rajani et al. 2020's ANLI column in domain (docs/robustness.md): ANLI's training split is
 # not offline, so a MiniLM is fine-tuned on a seeded half of ANLI dev (stratified by round)

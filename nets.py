@@ -50,10 +50,16 @@ def one_blas_thread():
         yield
 
 
-def block_rows(start, stop, n_rows, batchsize):
+def block_rows(start, stop, n_rows):
     """The rows [first, last) of the canonical blocks that cover rows [start, stop) of a
     list of `n_rows` inputs: compute those, then keep [start - first, stop - first)."""
-    return start - start % batchsize, min(n_rows, -(-stop // batchsize) * batchsize)
+    return start - start % CANONICAL_ROWS, min(n_rows, -(-stop // CANONICAL_ROWS) * CANONICAL_ROWS)
+
+
+def canonical_chunks(n_rows):
+    """(start, stop) chunks of a list of `n_rows` inputs, whole canonical blocks each:
+    for a caller that computes a long list piece by piece."""
+    return [(start, min(n_rows, start + CANONICAL_ROWS)) for start in range(0, n_rows, CANONICAL_ROWS)]
 
 
 def _n_ids(x):
@@ -138,40 +144,46 @@ class BOWEncoder(chainer.Chain):
         return [F.dropout(F.stack([F.mean(e, axis=0) for e in embedded]), self.dropout)]
 
 
+# Rows per canonical block: enough that grouping by length inside a block pads about as
+# little as grouping the whole split (benchmarks/bench_canonical_blocks.py).
+CANONICAL_ROWS = 1024
+
+
 class BatchedInference:
     """Numpy inference in canonical blocks for a Chain with `dknn_layers(xs)` (the last
     layer is the logits), `forward(xs)`, `n_class` and `input_length(x)`.
 
     The canonical rule, which makes a row's outputs the same bytes in every path (one
     process, Ray parts, caches, the explorer): the inputs are cut into consecutive blocks
-    of `batchsize` rows, rows [0, B), [B, 2B), ... of the list, and a block is computed
-    on its own, with one BLAS thread. Inside a block inputs are grouped by length,
-    shortest first, to save padding; where `max_batch_units` is set (a transformer,
-    whose attention grows with the square of the padded length) a group holds at most
-    that many padded positions. Both depend on the block alone, so the row r of a list
-    is computed from rows [r - r % B, r - r % B + B) whoever asks; `block_rows` gives
-    those ranges for a slice of a longer list (a Ray part).
+    of CANONICAL_ROWS rows, rows [0, R), [R, 2R), ... of the list; inside a block inputs
+    are grouped by length, shortest first, into batches of at most `batchsize` (and,
+    where `max_batch_units` is set, a transformer's, at most that many padded
+    positions), and computed with one BLAS thread. A batch depends on its block alone,
+    so row r of a list is computed the same way whoever asks for it with the same
+    batchsize; `block_rows` gives the rows to compute for a slice of a longer list (a Ray
+    part), and a caller that cuts a list into chunks cuts at multiples of CANONICAL_ROWS.
     """
     max_batch_units = None
 
     def _batches(self, xs, batchsize, progress):
         """Yield (positions in xs, the inputs at those positions, on the model's device)."""
-        groups = [start + group for start in range(0, len(xs), batchsize)
-                  for group in self._length_groups(xs[start:start + batchsize])]
+        groups = [start + group for start in range(0, len(xs), CANONICAL_ROWS)
+                  for group in self._length_groups(xs[start:start + CANONICAL_ROWS], batchsize)]
         if progress:
             groups = tqdm.tqdm(groups, desc=progress, unit='batch', leave=False)
         with one_blas_thread():    # for the caller's forward pass, between the yields
             for positions in groups:
                 yield positions, [self._send(xs[i]) for i in positions]
 
-    def _length_groups(self, block):
-        """Positions in `block`, grouped by length (shortest first) under max_batch_units."""
+    def _length_groups(self, block, batchsize):
+        """Positions in `block` grouped by length, shortest first: at most `batchsize`
+        each, and at most max_batch_units padded positions where that is set."""
         lengths = [self.input_length(x) for x in block]
         order = np.argsort(lengths, kind='stable')
         groups, start = [], 0
         while start < len(order):
             end = start + 1
-            while end < len(order) and (
+            while end < len(order) and end - start < batchsize and (
                     self.max_batch_units is None
                     or (end - start + 1) * lengths[order[end]] <= self.max_batch_units):
                 end += 1

@@ -7,6 +7,7 @@ import zipfile
 import numpy as np
 import tqdm
 
+import nets
 import nlp_utils
 from deepknn import calibration
 from deepknn.dknn import checked_activations, split_activations
@@ -14,14 +15,15 @@ from nlp_utils import UserError
 
 
 def evaluate(setup, dknn, examples, batchsize=64):
-    """Softmax and DkNN predictions for (ids, label) examples, batch by batch (labels
-    None for unlabelled inputs: the result then has no 'label')."""
+    """Softmax and DkNN predictions for (ids, label) examples, canonical block by block
+    (nets.canonical_chunks; labels None for unlabelled inputs: the result then has no
+    'label')."""
     inputs = [x for x, _ in examples]
 
     def batches():
-        for start in range(0, len(inputs), batchsize):
+        for start, stop in nets.canonical_chunks(len(inputs)):
             layers = checked_activations(setup.model.layer_activations(
-                inputs[start:start + batchsize], batchsize), 'evaluation')
+                inputs[start:stop], batchsize), 'evaluation')
             yield layers, layers[-1]   # the last DkNN layer is the logits
     return _evaluation(dknn, batches(), [y for _, y in examples])
 

@@ -218,10 +218,46 @@ def sweep_dead_temporaries(folder, endings=None):
     return removed
 
 
+def _siblings(folder, kind):
+    """{pid: path} of the marked `.NAME.<kind>-PID` siblings of `folder`."""
+    prefix = os.path.basename(_sibling(folder, kind + '-'))
+    parent = os.path.dirname(_sibling(folder, 'lock'))
+    found = {}
+    for name in os.listdir(parent):
+        path = os.path.join(parent, name)
+        if name.startswith(prefix) and name[len(prefix):].isdigit() and is_result_folder(path):
+            found[int(name[len(prefix):])] = path
+    return found
+
+
+def recover_interrupted_swap(folder):
+    """Put back the run a swap killed between its two renames left without a `folder`:
+    the finished new run (its staging sibling, swapped in only once complete), whose
+    swap is completed (the run it replaced is removed, as `force` had asked), or, with no
+    staging of that swap, the old run. Says which; call while holding the lock."""
+    if os.path.lexists(folder):
+        return
+    replaced, staging = _siblings(folder, 'replaced'), _siblings(folder, 'staging')
+    for pid in sorted(replaced, key=lambda p: os.stat(replaced[p]).st_mtime, reverse=True):
+        if pid in staging:
+            os.replace(staging[pid], folder)
+            shutil.rmtree(replaced[pid])
+            print('finished replacing {} that a killed run (pid {}) had begun: its new, '
+                  'complete run is in place and the run it replaced was removed'.format(
+                      folder, pid), file=sys.stderr)
+        else:
+            os.replace(replaced[pid], folder)
+            print('put back the run of {} that a killed run (pid {}) had moved aside to '
+                  'replace it'.format(folder, pid), file=sys.stderr)
+        return
+
+
 def sweep_stale(folder):
     """Remove what killed runs left: staging or replaced siblings of `folder` (marked,
-    so ours) and temporary files inside it. Call only while holding the folder's lock.
-    Returns the number of paths removed."""
+    so ours) and temporary files inside it, after putting back a run that an interrupted
+    swap left aside (recover_interrupted_swap). Call only while holding the folder's
+    lock. Returns the number of paths removed."""
+    recover_interrupted_swap(folder)
     removed = 0
     parent = os.path.dirname(_sibling(folder, 'lock'))
     prefixes = tuple(os.path.basename(_sibling(folder, kind)) for kind in ('staging-', 'replaced-'))
@@ -317,6 +353,7 @@ def staged(folder, created_by):
     """Build a run of `folder` in a marked staging sibling (the yielded path) and swap it
     in when the block finishes; on any failure the staging folder is removed and
     `folder` is left as it was. Call while holding the folder's lock."""
+    recover_interrupted_swap(folder)
     staging = new_staging(folder, created_by)
     try:
         yield staging

@@ -35,7 +35,8 @@ def wide_run(request, tmp_path_factory):
     return model_setup.load_setup(str(folder / 'run'))
 
 
-def test_parts_cut_anywhere_give_the_one_process_bytes(wide_run, tmp_path):
+def test_parts_cut_anywhere_give_the_one_process_bytes(wide_run, tmp_path, monkeypatch):
+    monkeypatch.setattr(nets, 'CANONICAL_ROWS', 64)      # several blocks in 150 rows
     expected = wide_run.model.layer_activations([x for x, _ in wide_run.train], 64)
     parts = shards.ActivationParts(str(tmp_path / 'parts'), len(wide_run.train), 10, 1,
                                    'float32').start()
@@ -57,8 +58,10 @@ def test_the_blas_thread_count_does_not_reach_the_bytes(wide_run):
         np.testing.assert_array_equal(a, b)
 
 
-def test_a_block_is_its_rows_alone():
-    assert nets.block_rows(20, 30, 150, 64) == (0, 64)
-    assert nets.block_rows(60, 70, 150, 64) == (0, 128)
-    assert nets.block_rows(130, 150, 150, 64) == (128, 150)
-    assert nets.block_rows(64, 128, 150, 64) == (64, 128)
+def test_a_part_computes_the_canonical_blocks_around_it():
+    rows = nets.CANONICAL_ROWS
+    assert nets.block_rows(20, 30, 3000) == (0, rows)
+    assert nets.block_rows(rows - 5, rows + 5, 3000) == (0, 2 * rows)
+    assert nets.block_rows(2 * rows + 1, 3000, 3000) == (2 * rows, 3000)
+    assert nets.canonical_chunks(2 * rows + 1) == [(0, rows), (rows, 2 * rows),
+                                                   (2 * rows, 2 * rows + 1)]

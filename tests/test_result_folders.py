@@ -13,7 +13,7 @@ import pytest
 import cli_helpers
 import nlp_utils
 import paper_results
-from deepknn import result_folder
+from deepknn import manifest, result_folder
 from nlp_utils import UserError
 import train_text_classifier
 from cli_helpers import assert_one_line_error, cli, lines, snapshot, train_argv
@@ -452,3 +452,74 @@ def test_a_full_disk_gives_one_line_and_keeps_no_half_cache(finished, tmp_path):
     assert done.returncode == 2 and errors == [
         'error: cannot use a file (File too large); check the path and the disk']
     assert not [name for name in os.listdir(str(out)) if name.startswith(('.tmp-', 'dknn_'))]
+
+
+KILLED_IN_THE_SWAP = '''
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import train_text_classifier
+
+real_replace = os.replace
+
+def replace(source, target):
+    real_replace(source, target)
+    if '.replaced-' in target:         # the old run moved aside, the new one not yet in
+        os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = replace
+train_text_classifier.main({argv!r})
+'''
+
+
+def killed_in_the_swap(run, data, *extra):
+    """Retrain `run` with --force (and `extra` flags) in a process killed by SIGKILL
+    between the swap's two renames -> its pid."""
+    argv = train_argv(run, data, '--force', *extra)
+    killed = subprocess.Popen([os.sys.executable, '-c', KILLED_IN_THE_SWAP.format(
+        root=ROOT, argv=argv)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert killed.wait() == -9
+    assert not run.exists()
+    assert sorted(os.listdir(str(run.parent))) == sorted(['.run.lock', '.run.replaced-{}'.format(
+        killed.pid), '.run.staging-{}'.format(killed.pid)])
+    return killed.pid
+
+
+def test_a_force_killed_in_the_swap_is_finished_by_the_next_command(finished, data, tmp_path,
+                                                                     capsys):
+    run = copy_run(finished, tmp_path)
+    old = snapshot(run)
+    killed_in_the_swap(run, data, '--seed', '5')
+    status, err = cli(train_text_classifier.main, train_argv(run, data), capsys)
+    assert status == 2 and 'finished replacing' in ' '.join(err)    # and no "removed 2"
+    assert 'already holds a trained model' in err[-1]
+    new = snapshot(run)
+    assert new['best_model.npz'] != old['best_model.npz'] and json.loads(
+        (run / 'args.json').read_text())['seed'] == 5          # the new, complete run
+    assert os.listdir(str(tmp_path)) == ['run']
+
+
+def test_an_old_run_moved_aside_alone_is_put_back(finished, data, tmp_path, capsys):
+    run = copy_run(finished, tmp_path)
+    old = snapshot(run)
+    pid = killed_in_the_swap(run, data, '--seed', '5')
+    result_folder.discard(str(tmp_path / '.run.staging-{}'.format(pid)))
+    status, err = cli(train_text_classifier.main, train_argv(run, data), capsys)
+    assert status == 2 and 'put back the run' in ' '.join(err)
+    assert snapshot(run) == old and os.listdir(str(tmp_path)) == ['run']
+
+
+def test_every_staged_writer_recovers_an_interrupted_swap_first(tmp_path, capsys):
+    """explore.py --export and finetune_entropy.py swap through result_folder.staged."""
+    folder = str(tmp_path / 'export')
+    for kind, text in (('replaced', 'old'), ('staging', 'new')):
+        result_folder.mark(str(tmp_path / '.export.{}-999999'.format(kind)), 'explorer')
+        (tmp_path / '.export.{}-999999'.format(kind) / 'data.json').write_text(text)
+        manifest.record(str(tmp_path / '.export.{}-999999'.format(kind)), ['data.json'])
+    with result_folder.lock(folder, 'explorer'):
+        with result_folder.staged(folder, 'explorer') as staging:
+            assert (tmp_path / 'export' / 'data.json').read_text() == 'new'
+            (tmp_path / staging / 'data.json').write_text('newest')
+            manifest.record(staging, ['data.json'])
+    assert 'finished replacing' in capsys.readouterr().err
+    assert (tmp_path / 'export' / 'data.json').read_text() == 'newest'
+    assert os.listdir(str(tmp_path)) == ['export']

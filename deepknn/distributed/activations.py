@@ -52,7 +52,7 @@ class PartExtractor:
         start, stop = self.parts.ranges[part]
         # The canonical blocks around the part (nets.BatchedInference): a part's rows get
         # the bytes one process gives them, wherever the part boundaries fall.
-        first, last = nets.block_rows(start, stop, len(self.examples), self.batchsize)
+        first, last = nets.block_rows(start, stop, len(self.examples))
         blocks = self.setup.encode(self.examples[first:last])
         encoded = blocks[start - first:stop - first]
         layers = [layer[start - first:stop - first] for layer in

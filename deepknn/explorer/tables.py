@@ -22,6 +22,7 @@ from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
 from deepknn.rajani import label_issues
 from deepknn.reports import saliency_report
+import nets
 from nlp_utils import UserError
 
 RETRIEVAL_K = 16          # Rajani et al.'s neighbours per example (Table 4, retrieval)
@@ -94,10 +95,10 @@ class SplitTable:
             raise UserError('split {} has no examples'.format(name), 'split')
         encoded = setup.encode(examples)
         softmax, hidden, results = [], [], []
-        for start in tqdm.tqdm(range(0, len(encoded), batchsize), desc='evaluating ' + name,
-                               unit='batch'):
+        for start, stop in tqdm.tqdm(nets.canonical_chunks(len(encoded)),
+                                     desc='evaluating ' + name, unit='block'):
             layers = dknn_lib.checked_activations(setup.model.layer_activations(
-                [x for x, _ in encoded[start:start + batchsize]], batchsize), 'evaluation')
+                [x for x, _ in encoded[start:stop]], batchsize), 'evaluation')
             softmax.append(calibration.softmax(layers[-1]))
             hidden.append(layers[KNN_LAYER])
             if dknn is not None:

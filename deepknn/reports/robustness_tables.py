@@ -3,6 +3,9 @@ HANS subcases), from the results of deepknn.rajani.robustness. Plain dicts in an
 the published numbers come from paper_numbers.
 """
 import os
+import re
+
+import numpy as np
 
 from deepknn.reports import knn_tables
 from deepknn.reports import paper_numbers
@@ -57,3 +60,44 @@ def paper_table6_rows():
              'kNN-model': knn_model}
             for encoder, per_heuristic in paper_numbers.HANS_NOT_ENTAIL.items()
             for heuristic, (model, knn_model) in per_heuristic.items()]
+
+
+# A run trained at another seed than the default: RUN_seedS (Makefile, rajani-robustness-seeds).
+_TRAINING_SEED = re.compile(r'_seed(\d+)$')
+SEED_SPREAD_COLUMNS = ('model run', 'trained on', 'encoder', 'evaluated on', 'slice',
+                       'training seeds', 'split seeds', 'model', 'kNN-model', 'kNN - model',
+                       'kNN - model sign')
+
+
+def seed_spread_rows(tables):
+    """One row per model, evaluation set and slice over every training seed (runs named
+    RUN and RUN_seedS) and split seed (one groups table each: a list of group_rows dicts).
+    `model`, `kNN-model` and their difference: 'mean [min, max]' in points over all
+    (training seed, split seed) pairs; the sign column says whether kNN backoff is above
+    (+), below (-) or on both sides of the model in them."""
+    cells = {}
+    for split_seed, rows in enumerate(tables):
+        for row in rows:
+            base = _TRAINING_SEED.sub('', row['run'])
+            key = (base, row['trained on'], row['encoder'], row['evaluated on'], row['slice'])
+            cells.setdefault(key, []).append((row['run'], split_seed, float(row['model']),
+                                              float(row['kNN-model'])))
+    return [dict(zip(SEED_SPREAD_COLUMNS[:5], key), **_spread(values))
+            for key, values in cells.items()]
+
+
+def _spread(values):
+    """The seed-spread columns of one cell's (run, split seed, model, kNN-model) values."""
+    model = np.array([v[2] for v in values])
+    backoff = np.array([v[3] for v in values])
+    difference = backoff - model
+    signs = {'+' if d > 0 else '-' if d < 0 else '0' for d in difference}
+    return {'training seeds': len({v[0] for v in values}),
+            'split seeds': len({v[1] for v in values}),
+            'model': _mean_range(model), 'kNN-model': _mean_range(backoff),
+            'kNN - model': _mean_range(difference),
+            'kNN - model sign': signs.pop() if len(signs) == 1 else 'mixed'}
+
+
+def _mean_range(values):
+    return '{:.1f} [{:.1f}, {:.1f}]'.format(values.mean(), values.min(), values.max())
