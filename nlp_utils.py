@@ -53,6 +53,7 @@ def atomic_write_files(writes):
     nothing happens."""
     if not writes:
         return
+    file_groups.resolve_dead_journals([path for path, _, _ in writes])
     temporaries = []
     try:
         for path, write, mode in writes:

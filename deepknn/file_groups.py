@@ -43,11 +43,70 @@ def replace_together(paths, temporaries):
 
 
 def _write_journal(paths, temporaries):
-    """The journal of the renames about to happen: [[temporary, path], ...] as JSON."""
+    """The journal of the renames about to happen, as JSON: [[temporary, path, the
+    identity of the file at path now, the temporary's identity], ...]."""
     journal = temporary_name(paths[0], JOURNAL)
     with open(journal, 'w', encoding='utf-8') as f:
-        json.dump([[os.path.abspath(t), os.path.abspath(p)] for t, p in zip(temporaries, paths)], f)
+        json.dump([[os.path.abspath(t), os.path.abspath(p), identity(p), identity(t)]
+                   for t, p in zip(temporaries, paths)], f)
     return journal
+
+
+def identity(path):
+    """[inode, size, mtime in ns] of the file at `path`, or None where there is none."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return [stat.st_ino, stat.st_size, stat.st_mtime_ns]
+
+
+def alive(pid):
+    """Whether process `pid` runs (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def resolve_dead_journals(paths):
+    """Finish (or, where stale, drop) the groups that killed writers left journals of in
+    the folders of `paths` and that touch one of them: a writer calls this before it
+    writes `paths`, so it never leaves a killed group's journal behind for a later
+    command to replay."""
+    wanted = {os.path.abspath(p) for p in paths}
+    for folder in {os.path.dirname(p) for p in wanted}:
+        if not os.path.isdir(folder):
+            continue
+        for name in os.listdir(folder):
+            parts = name.split('-', 2)
+            journal = os.path.join(folder, name)
+            if name.startswith('.tmp-') and is_journal(name) and parts[1].isdigit() \
+                    and not alive(int(parts[1])) and wanted & _targets(journal):
+                targets = tuple(os.path.basename(p) for p in _targets(journal))
+                finish(journal)
+                _remove_backups(folder, parts[1], targets)
+
+
+def _remove_backups(folder, pid, names):
+    """The killed writer `pid`'s kept old files (linked_copy) of `names` in `folder`."""
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if name.startswith('.tmp-{}-'.format(pid)) and name.endswith(names) \
+                and os.path.isfile(path) and not os.path.islink(path):
+            os.remove(path)
+
+
+def _targets(journal):
+    """The paths a journal renames onto (none where it is torn)."""
+    try:
+        with open(journal, encoding='utf-8') as f:
+            return {entry[1] for entry in json.load(f)}
+    except (OSError, ValueError, TypeError, IndexError):
+        return set()
 
 
 def is_journal(name):
@@ -56,20 +115,31 @@ def is_journal(name):
 
 
 def finish(journal):
-    """Complete the renames of a killed replace_together from its journal (the renamed
-    temporaries are gone, the others are renamed now); remove the journal. A journal
-    torn by the kill is only removed: no rename had started then."""
+    """Complete the renames of a killed replace_together from its journal, when every
+    path still holds either the file the group started from or the group's own: the
+    renamed temporaries are gone, the others are renamed now. Where a later writer has
+    replaced one of them since, the group is stale and its leftover temporaries are
+    removed instead: a replay never puts old outputs over newer ones. The journal is
+    removed; one torn by the kill is only removed (no rename had started then).
+    -> whether the group was completed."""
     try:
         with open(journal, encoding='utf-8') as f:
             renames = json.load(f)
     except ValueError:
         renames = []
-    for temporary, path in renames:
+    current = all(len(entry) == 2 or identity(entry[1]) in (entry[2], entry[3])
+                  for entry in renames)
+    for entry in renames:
+        temporary, path = entry[:2]
         try:
-            os.replace(temporary, path)
+            if current:
+                os.replace(temporary, path)
+            else:
+                os.remove(temporary)
         except OSError:   # renamed before the kill (or its path became a folder: swept)
             pass
     os.remove(journal)
+    return current and bool(renames)
 
 
 def temporary_name(path, infix=''):

@@ -180,16 +180,6 @@ _POLL_SECONDS = 0.2
 _TEMPORARY = re.compile(r'^\.tmp-(\d+)-')
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:     # another user's process
-        return True
-    return True
-
-
 def sweep_dead_temporaries(folder, endings=None):
     """Remove the temporary files and folders of this tool (.tmp-PID-..., as
     nlp_utils.atomic_write_files and model extraction name them) in `folder` whose
@@ -201,7 +191,7 @@ def sweep_dead_temporaries(folder, endings=None):
     for name in os.listdir(folder):
         match = _TEMPORARY.match(name)
         if match and (endings is None or name.endswith(tuple(endings))) and \
-                not _alive(int(match.group(1))) and not os.path.islink(os.path.join(folder, name)):
+                not file_groups.alive(int(match.group(1))) and not os.path.islink(os.path.join(folder, name)):
             dead.append(name)
     # First finish the renames a killed writer had begun, which use its temporaries.
     for name in [n for n in dead if file_groups.is_journal(n)]:

@@ -423,6 +423,42 @@ def test_a_group_a_kill_9_stopped_half_way_is_finished_by_the_next_command(tmp_p
                                                    'temperature.json']
 
 
+def killed_half_way(folder):
+    """The old pair in `folder`, then a group write of the new pair killed by SIGKILL
+    between its two renames (its journal left behind)."""
+    folder.mkdir()
+    (folder / 'temperature.json').write_text('old T')
+    (folder / 'reliability_temperature.png').write_text('old diagram')
+    killed = subprocess.Popen([os.sys.executable, '-c',
+                               KILLED_BETWEEN_RENAMES.format(root=ROOT, folder=str(folder))])
+    assert killed.wait() == -9
+
+
+def test_a_later_write_of_the_same_group_resolves_the_killed_one_first(tmp_path):
+    """interpretations.py --overwrite killed half way, then run again: it used to leave
+    the journal, which a later command replayed over its newer outputs."""
+    folder = tmp_path / 'run'
+    killed_half_way(folder)
+    nlp_utils.atomic_write_files([
+        (str(folder / 'temperature.json'), lambda f: f.write('newest T'), 'w'),
+        (str(folder / 'reliability_temperature.png'), lambda f: f.write('newest diagram'), 'w')])
+    assert sorted(os.listdir(str(folder))) == ['reliability_temperature.png', 'temperature.json']
+    with result_folder.lock(str(folder), 'a later, unrelated command'):
+        assert (folder / 'temperature.json').read_text() == 'newest T'
+        assert (folder / 'reliability_temperature.png').read_text() == 'newest diagram'
+
+
+def test_a_journal_is_never_replayed_over_files_written_since(tmp_path):
+    folder = tmp_path / 'run'
+    killed_half_way(folder)
+    (folder / 'reliability_temperature.png').write_text('a newer diagram, written by hand')
+    with result_folder.lock(str(folder), 'the next command'):
+        assert (folder / 'reliability_temperature.png').read_text() == \
+            'a newer diagram, written by hand'
+        assert sorted(os.listdir(str(folder))) == ['reliability_temperature.png',
+                                                   'temperature.json']
+
+
 def test_run_dknn_after_a_killed_run_cleans_up_and_works(finished, tmp_path, capsys):
     import run_dknn
     out = copy_run(finished, tmp_path)
