@@ -85,7 +85,7 @@ def main():
     cli.add_model_setup(parser)
     cli.add_batchsize(parser)
     cli.add_k(parser)
-    parser.add_argument('--repeats', type=cli.positive_int, default=5, help='timed calls per way')
+    cli.add_repeats(parser, 5)
     cli.add_benchmark_outputs(parser, 'bench_canonical_blocks', printed_only=True)
     args = parser.parse_args()
     path = cli.benchmark_table(args)
