@@ -346,3 +346,18 @@ def test_the_folder_is_locked_only_while_a_cache_is_written(run, backend):
             explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
     explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
     assert os.path.exists(os.path.join(folder, 'dknn_cache.npz'))
+
+
+def test_a_run_retrained_under_the_explorer_is_refused_never_mixed(tmp_path, data_files):  # noqa: F811
+    out = tmp_path / 'custom_cnn'
+    train(out, data_files, '--epoch', '2')
+    stale = TestClient(explorer_app.make_app(explorer.ExplorerSession.open(
+        str(out / 'args.json'), explorer.Settings(k=K))))
+    assert stale.post('/api/predict', json={'text': 'a fine film'}).status_code == 200
+    train(out, data_files, '--epoch', '2', '--seed', '3', '--force')   # predict.py's new model
+    for answer in (stale.post('/api/predict', json={'text': 'a fine film'}),
+                   stale.get('/api/info'), stale.get('/api/dataset?split=test')):
+        assert answer.status_code == 409
+        assert answer.json()['error'] == (
+            '{} was retrained or replaced after the explorer loaded it; restart explore.py '
+            'to explore the run it holds now'.format(out))

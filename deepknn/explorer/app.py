@@ -30,6 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from deepknn.explorer import tables
+from deepknn.explorer.session import StaleRun
 from nlp_utils import UserError
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
@@ -80,23 +81,28 @@ def make_app(session, allowed_hosts=None):
         return FileResponse(os.path.join(STATIC, 'index.html'), headers=PAGE_HEADERS)
 
     def info(request):
+        session.check_current()
         return JSONResponse(session.info())
 
     async def predict(request):
         body = await read_json_body(request)
+        session.check_current()
         return await run_locked(lambda: session.predict(body, flag(body, 'all_layers')))
 
     async def reduce(request):
         body = await read_json_body(request)
+        session.check_current()
         importance = body.get('importance', 'gradient')
         return await run_locked(lambda: session.reduce(body, importance))
 
     def dataset(request):
+        session.check_current()
         params = dict(request.query_params)
         table = session.table(params.get('split', 'test'))
         return JSONResponse(table.page(tables.Query.from_params(params, table.label_names)))
 
     def training(request):
+        session.check_current()
         return JSONResponse(session.training(request.query_params.get('split', 'test')))
 
     async def no_icon(request):   # browsers ask for one; answer without a 404 in the log
@@ -120,7 +126,7 @@ async def run_locked(compute):
 
 
 async def user_error(request, problem):
-    return error(400, str(problem))
+    return error(409 if isinstance(problem, StaleRun) else 400, str(problem))
 
 
 async def http_error(request, problem):

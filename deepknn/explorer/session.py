@@ -55,11 +55,28 @@ def supported_methods(has_dknn, has_temperature):
                  and (has_temperature or not cls.needs_temperature))
 
 
+class StaleRun(UserError):
+    """The run folder changed (retrained, replaced) after the session loaded it."""
+
+
+def run_state(setup):
+    """What identifies the run on disk: (inode, size, mtime) of its weights and args.json;
+    a retrain, --force's swap included, changes it."""
+    paths = (os.path.join(setup.result_dir, setup.config.model_path),
+             os.path.join(setup.result_dir, 'args.json'))
+    try:
+        return [(s.st_ino, s.st_size, s.st_mtime_ns) for s in map(os.stat, paths)]
+    except OSError:
+        return None
+
+
 class ExplorerSession:
     """A loaded run (setup, DkNN or None, temperature or None) and the lock that
     serialises every computation on its model."""
 
     def __init__(self, setup, dknn, temperature, settings):
+        self.loaded_state = run_state(setup)
+        self.description = model_setup.run_description(setup)   # of the weights loaded
         self.setup = setup
         self.dknn = dknn
         self.temperature = temperature
@@ -89,10 +106,18 @@ class ExplorerSession:
         return session
 
     # ------------------------------------------------------------ describing the run
+    def check_current(self):
+        """StaleRun when the run folder no longer holds the weights this session loaded:
+        answers would mix the old model with the new folder's name and files."""
+        if run_state(self.setup) != self.loaded_state:
+            raise StaleRun('{} was retrained or replaced after the explorer loaded it; '
+                           'restart explore.py to explore the run it holds now'.format(
+                               self.setup.result_dir), 'run')
+
     def info(self):
         """What the page shows about the run and what it may ask for."""
         config = self.setup.config
-        return {'model': model_setup.run_description(self.setup),
+        return {'model': self.description,
                 'dataset': config.dataset, 'model_type': config.model, 'pair': config.pair,
                 'labels': list(self.setup.label_names), 'methods': list(self.methods),
                 'k': self.settings.k if self.dknn else None,
