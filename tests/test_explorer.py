@@ -361,3 +361,16 @@ def test_a_run_retrained_under_the_explorer_is_refused_never_mixed(tmp_path, dat
         assert answer.json()['error'] == (
             '{} was retrained or replaced after the explorer loaded it; restart explore.py '
             'to explore the run it holds now'.format(out))
+
+
+@pytest.mark.parametrize('request_kind', ['surrogate', 'nested', 'superscript page'])
+def test_odd_requests_are_a_4xx_with_one_line_never_a_500(client, request_kind):
+    if request_kind == 'superscript page':
+        answer = client.get('/api/dataset?split=test&page=\u00b2')
+    else:
+        body = ('{"text": "a \\ud800 film"}' if request_kind == 'surrogate'
+                else '[' * 30000 + ']' * 30000)     # under the 64 KiB limit
+        answer = client.post('/api/predict', content=body.encode('utf-8'),
+                             headers={'content-type': 'application/json'})
+    assert 400 <= answer.status_code < 500, answer.text
+    assert '\n' not in answer.json()['error']

@@ -57,9 +57,16 @@ async def read_json_body(request):
                 MAX_BODY_BYTES))
     try:
         body = json.loads(raw.decode('utf-8'))
+        json.dumps(body, ensure_ascii=False).encode('utf-8')   # a lone surrogate fails
     except (UnicodeDecodeError, json.JSONDecodeError) as problem:
         raise UserError('request body is not JSON ({}); send a JSON object'.format(
             str(problem).splitlines()[0]), 'request')
+    except UnicodeEncodeError:
+        raise UserError('request body holds a lone surrogate escape (\\ud800-\\udfff) that '
+                        'is no character; send UTF-8 text', 'request')
+    except RecursionError:
+        raise UserError('request body is nested too deeply; send a flat JSON object',
+                        'request')
     if not isinstance(body, dict):
         raise UserError('request body must be a JSON object, got {}'.format(
             type(body).__name__), 'request')

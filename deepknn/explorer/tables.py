@@ -48,7 +48,7 @@ class Query:
         """A Query from the URL's parameters (strings); UserError naming the parameter."""
         def integer(name, low, high, default):
             value = params.get(name, str(default))
-            if not value.isdigit() or not low <= int(value) <= high:
+            if not (value.isascii() and value.isdigit()) or not low <= int(value) <= high:
                 raise UserError('{} must be an integer from {} to {}, got {!r}'.format(
                     name, low, high, value), name)
             return int(value)
