@@ -347,10 +347,10 @@ def staged(folder, created_by):
     staging = new_staging(folder, created_by)
     try:
         yield staging
+        swap_in(staging, folder)
     except BaseException:
-        discard(staging)
+        discard(staging)   # never left beside the folder, finished or not
         raise
-    swap_in(staging, folder)
 
 
 def check_new_out(out, force):

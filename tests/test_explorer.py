@@ -267,6 +267,19 @@ def test_export_is_a_self_contained_folder_replaced_only_when_asked(run, tmp_pat
     assert (mine / 'notes.txt').read_text() == 'keep'
 
 
+def test_an_export_holding_a_users_file_is_refused_before_any_work(run, tmp_path, capsys,
+                                                                     monkeypatch):
+    out = tmp_path / 'export'
+    flags = ['--model-setup', run, '--k', str(K), '--export', str(out), '--limit', '2']
+    explore.main(flags)
+    (out / 'notes.txt').write_text('mine')
+    monkeypatch.setattr(explore.export, 'export_data', lambda *a: pytest.fail('computed first'))
+    status, err = cli_helpers.cli(explore.main, flags + ['--overwrite'], capsys)
+    assert status == 2 and len(err) == 1 and 'notes.txt' in err[0]
+    assert '--force' not in err[0] and '--out' not in err[0] and '--overwrite' in err[0]
+    assert sorted(os.listdir(str(tmp_path))) == ['export'] and (out / 'notes.txt').exists()
+
+
 def test_a_pair_bilstm_takes_premise_and_hypothesis(tmp_path):
     out = train_snli_bilstm(tmp_path)
     session = explorer.ExplorerSession.open(str(out / 'args.json'), explorer.Settings(k=K))

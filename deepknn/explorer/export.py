@@ -41,6 +41,7 @@ def check_export_folder(folder, overwrite):
         raise UserError('export {} was not made by this tool (it has no {} marker); it is '
                         'never replaced: choose another folder'.format(
                             folder, result_folder.MARKER), 'export')
+    result_folder.check_replaceable(folder, '`overwrite`', 'choose another `export` folder')
 
 
 def export_data(session, split, limit, produced_by):
