@@ -70,14 +70,32 @@ def train_activations(setup, neighbor_labels='gold', batchsize=64, use_cache=Tru
     writer stops with a one-line error. `key`: activation_key(setup, batchsize), if known."""
     cache_path = os.path.join(setup.result_dir, 'dknn_cache.npz')
     key = np.array(key or activation_key(setup, batchsize))
-    cache = read_cache(cache_path, key) if use_cache else None
+    cache = _complete(read_cache(cache_path, key), cache_path) if use_cache else None
     if cache is None:
         with result_folder.lock_for_caches(setup.result_dir, CACHES_PURPOSE):
             # Another builder may have finished between the read above and the lock.
-            cache = read_cache(cache_path, key) if use_cache else None
+            cache = _complete(read_cache(cache_path, key), cache_path) if use_cache else None
             cache = cache or _write_train_cache(setup, batchsize, cache_path, key)
     activations = [cache['layer_{}'.format(i)] for i in range(int(cache['n_layers']))]
     return activations, cache[neighbor_labels].astype(np.int64)
+
+
+def _complete(cache, path):
+    """The training cache's arrays when it holds every array it names, else None (a
+    warning says it is rebuilt)."""
+    if cache is None:
+        return None
+    names = ['n_layers', 'gold', 'predicted']
+    try:
+        names += ['layer_{}'.format(i) for i in range(int(cache.get('n_layers', -1)))]
+    except (TypeError, ValueError):
+        names = names + ['n_layers as a number']
+    missing = [name for name in names if name not in cache]
+    if missing:
+        print('warning: ignoring the incomplete cache {} (no {}); rebuilding it'.format(
+            path, ', '.join(missing)), file=sys.stderr)
+        return None
+    return cache
 
 
 def _write_train_cache(setup, batchsize, cache_path, key):
@@ -122,10 +140,18 @@ class IndexCache:
         valid, else built and cached under the run folder's lock."""
         states = self.load()
         if states is not None or not self.saves_index:
-            return self.dknn.fit(activations, labels, progress=True, index_states=states)
+            try:
+                return self.dknn.fit(activations, labels, progress=True, index_states=states)
+            except knn_index.CorruptIndex as problem:
+                print('warning: ignoring the cache {} ({}); rebuilding it'.format(
+                    self.path, problem), file=sys.stderr)
         with result_folder.lock_for_caches(os.path.dirname(self.path), CACHES_PURPOSE):
             states = self.load()   # another builder's, written since the read above
-            self.dknn.fit(activations, labels, progress=True, index_states=states)
+            try:
+                self.dknn.fit(activations, labels, progress=True, index_states=states)
+            except knn_index.CorruptIndex:
+                states = None      # the corrupt one again: rebuilt and replaced below
+                self.dknn.fit(activations, labels, progress=True)
             if states is None:
                 self.save()
         return self.dknn

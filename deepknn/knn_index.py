@@ -55,6 +55,10 @@ def _as_matrix(array, what):
     return array
 
 
+class CorruptIndex(UserError):
+    """A saved index that cannot be restored: rebuild it from the vectors."""
+
+
 class NeighborIndex:
     """Base class: `build(vectors)` then `search(queries, k)`; see the module docstring.
 
@@ -337,7 +341,15 @@ class FaissIndex(NeighborIndex):
     def restore(self, state, vectors):
         import faiss
         _limit_faiss_threads(faiss, self.n_threads)
-        self._index = faiss.deserialize_index(np.asarray(state['faiss_index']))
+        try:
+            self._index = faiss.deserialize_index(np.asarray(state['faiss_index']))
+        except RuntimeError as problem:    # faiss's own check of the bytes
+            raise CorruptIndex('a saved faiss index is corrupt ({})'.format(
+                str(problem).rsplit(': ', 1)[-1]))
+        if (self._index.ntotal, self._index.d) != vectors.shape:
+            raise CorruptIndex('a saved faiss index holds {} vectors of {} dims, its '
+                               'activations {} of {}'.format(self._index.ntotal, self._index.d,
+                                                             *vectors.shape))
         self.n, self.dim, self.n_short_queries = self._index.ntotal, self._index.d, 0
         if self.kind in ('ivf', 'ivfpq'):
             self.nlist_used = self._index.nlist

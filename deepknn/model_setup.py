@@ -359,6 +359,10 @@ def load_setup(args_path, gpu=-1, data_dir=None):
     if os.path.isdir(args_path):
         args_path = os.path.join(args_path, 'args.json')
     config = read_config(args_path)
+    if config.model not in nets.MODELS + TRANSFORMER_MODELS:
+        raise UserError("model setup {}: field 'model' is {!r}, expected one of {}; restore the "
+                        "file or re-train".format(args_path, config.model,
+                                                  ', '.join(nets.MODELS + TRANSFORMER_MODELS)))
     result_dir = os.path.dirname(os.path.abspath(args_path))
     config.data_dir = data_dir or os.environ.get('DKNN_DATA_DIR') or config.data_dir
     vocab = read_vocab(result_dir, config)

@@ -1,6 +1,7 @@
 """The DkNN caches lock what they write: the run folder's lock is taken only while a cache
 is written, re-entrantly for a command that holds it already; readers of valid caches
 need no lock; parallel builders never leave a torn cache."""
+import json
 import os
 import subprocess
 import threading
@@ -128,3 +129,45 @@ def test_past_its_time_limit_a_waiting_builder_stops_with_one_line(run, monkeypa
                                             r'after 0.5 s; run the command again') as raised:
             dknn_lib.dknn_from_setup(run, DkNNSettings(5))
     assert '\n' not in str(raised.value)
+
+
+def test_a_cache_with_its_key_but_not_every_array_is_rebuilt(run, capsys):
+    expected = dknn_lib.dknn_from_setup(run, DkNNSettings(5), use_cache=False)
+    path = os.path.join(run.result_dir, 'dknn_cache.npz')
+    with np.load(path) as cache:
+        arrays = {name: cache[name] for name in cache.files if name != 'layer_1'}
+    np.savez(path, **arrays)
+    built = dknn_lib.dknn_from_setup(run, DkNNSettings(5))
+    np.testing.assert_array_equal(built.calibration_scores, expected.calibration_scores)
+    assert 'ignoring the incomplete cache {} (no layer_1); rebuilding it'.format(path) \
+        in capsys.readouterr().err
+    check_cache_holds(run, expected_train_layers(run))
+
+
+def test_a_faiss_index_cache_with_a_corrupt_count_is_rebuilt(run, capsys):
+    expected = dknn_lib.dknn_from_setup(run, DkNNSettings(5), use_cache=False)
+    dknn_lib.dknn_from_setup(run, DkNNSettings(5))
+    path = os.path.join(run.result_dir, 'dknn_index_faiss.npz')
+    with np.load(path) as cache:
+        arrays = {name: cache[name].copy() for name in cache.files}
+    arrays['index_0_faiss_index'][12:20] = 255          # ntotal: a negative count
+    np.savez(path, **arrays)
+    built = dknn_lib.dknn_from_setup(run, DkNNSettings(5))
+    np.testing.assert_array_equal(built.calibration_scores, expected.calibration_scores)
+    assert 'a saved faiss index is corrupt' in capsys.readouterr().err
+    dknn_lib.dknn_from_setup(run, DkNNSettings(5))      # the rebuilt cache reads back
+    assert 'corrupt' not in capsys.readouterr().err
+
+
+def test_an_unknown_model_in_args_json_is_one_line(run, tmp_path, capsys):
+    import run_dknn
+    folder = cli_helpers.copy_run(run.result_dir, tmp_path)
+    with open(os.path.join(folder, 'args.json')) as f:
+        args = json.load(f)
+    with open(os.path.join(folder, 'args.json'), 'w') as f:
+        json.dump(dict(args, model='xyz'), f)
+    status, err = cli_helpers.cli(run_dknn.main, ['--model-setup', str(folder)], capsys)
+    assert status == 2 and err == ["error: model setup {}: field 'model' is 'xyz', expected "
+                                   "one of cnn, bilstm, rnn, bow, minilm, transformer; restore "
+                                   "the file or re-train".format(
+                                       os.path.join(folder, 'args.json'))]
