@@ -29,7 +29,7 @@ def parse_args(argv=None):
     cli.add_dknn(parser)
     cli.add_batchsize(parser)
     cli.add_device(parser)
-    parser.add_argument('--port', type=cli.positive_int, default=8765,
+    parser.add_argument('--port', type=cli.port_number, default=8765,
                         help='port of the web app (default 8765)')
     parser.add_argument('--host', default='127.0.0.1',
                         help='address to bind (default 127.0.0.1: this machine only)')

@@ -171,6 +171,20 @@ def npz_parameters_digest(path, what='model file', fix='re-train'):
         raise UserError('{} {} is not a readable npz file ({}); {}'.format(what, path, error, fix))
 
 
+def read_npz_arrays(path, names, what, fix):
+    """{name: array} of `names` in an npz file (read with pickle off); a file that is no
+    readable npz, or lacks one of them, is a UserError naming it and `fix`."""
+    check_npz(path, what, fix)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [name for name in names if name not in npz.files]
+            if missing:
+                raise UserError('{} {} lacks {}; {}'.format(what, path, ', '.join(missing), fix))
+            return {name: npz[name] for name in names}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as error:
+        raise UserError('{} {} is not a readable npz file ({}); {}'.format(what, path, error, fix))
+
+
 def json_write(path, obj):
     """(path, write, mode) of a JSON file, for atomic_write_files."""
     return path, lambda f: f.write(json.dumps(obj, indent=2, sort_keys=True) + '\n'), 'w'

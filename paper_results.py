@@ -155,12 +155,13 @@ def reliability(args):
     if not os.path.exists(path):
         raise UserError('{} does not exist; run run_dknn.py --model-setup {}/args.json '
                         '--backend {} first'.format(path, os.path.dirname(path), args.backend))
-    nlp_utils.check_npz(path, 'DkNN predictions', 'run run_dknn.py again')   # not 'pickled'
-    with np.load(path, allow_pickle=False) as predictions:
-        labels, probabilities = predictions['label'], predictions['softmax_probability']
-        curves = [calibration.reliability_curve('DkNN credibility', predictions['credibility'],
+    predictions = nlp_utils.read_npz_arrays(
+        path, ['label', 'softmax_probability', 'credibility', 'prediction'], 'DkNN predictions',
+        'run run_dknn.py --model-setup {}/args.json again'.format(os.path.dirname(path)))
+    labels, probabilities = predictions['label'], predictions['softmax_probability']
+    curves = [calibration.reliability_curve('DkNN credibility', predictions['credibility'],
                                             predictions['prediction'] == labels),
-                  calibration.reliability_curve('softmax confidence', probabilities.max(axis=1),
+              calibration.reliability_curve('softmax confidence', probabilities.max(axis=1),
                                             probabilities.argmax(axis=1) == labels)]
     output = args.stem + '.png'
     plots.save_figure(plots.reliability_figure(curves, '{} (test set)'.format(args.run)), output)

@@ -15,7 +15,7 @@ from deepknn import dknn_settings as dknn_settings_lib
 from deepknn.command_line import (  # noqa: F401  re-exported: commands import only cli
     CHECKOUT, PARAMETER_FLAGS, STEP_COMMANDS, command_name, command_line_text,
     command_line_message,
-    run_cli, ArgumentParser, positive_int, non_negative_int, seed, positive_number,
+    run_cli, ArgumentParser, positive_int, non_negative_int, port_number, seed, positive_number,
     fraction, check_output_path, check_output_folder, output_stem, check_new_outputs,
     check_output_stem, check_table_outputs)
 from deepknn import knn_index

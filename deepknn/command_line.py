@@ -141,6 +141,11 @@ def positive_int(text):
     return _bounded(text, int, 1, None, 'an integer >= 1')
 
 
+def port_number(text):
+    """argparse type: a TCP port, 1 to 65535."""
+    return _bounded(text, int, 1, 65535, 'a port number from 1 to 65535')
+
+
 def non_negative_int(text):
     """argparse type: an integer >= 0 (a seed, a count that may be zero)."""
     return _bounded(text, int, 0, None, 'an integer >= 0')

@@ -133,6 +133,8 @@ def read_activations(path):
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
         raise UserError('{}: labels must be a 1-D integer array, got {} {}'.format(
             path, labels.dtype, labels.shape))
+    if len(labels) == 0:
+        raise UserError('{} holds no examples (0 labels); write at least one row'.format(path))
     for i, layer in enumerate(layers + ([logits] if logits is not None else [])):
         if layer.ndim != 2 or len(layer) != len(labels):
             raise UserError('{}: {} must have shape ({}, D), got {}'.format(

@@ -117,9 +117,13 @@ def read_trees(path):
     if not os.path.isfile(path):
         raise UserError('SST tree file {} does not exist; point the trees path at the '
                         "treebank's trainDevTestTrees_PTB file".format(path))
-    with open(path, encoding='utf-8') as f:
-        return [parse_tree(line, '{} line {}'.format(path, number))
-                for number, line in enumerate(f, start=1)]
+    try:
+        with open(path, encoding='utf-8') as f:
+            return [parse_tree(line, '{} line {}'.format(path, number))
+                    for number, line in enumerate(f, start=1)]
+    except UnicodeDecodeError as error:
+        raise UserError('SST tree file {} is not UTF-8 text (byte {}); point the trees path '
+                        "at the treebank's trainDevTestTrees_PTB file".format(path, error.start))
 
 
 def default_trees_path(split, data_dir=None):

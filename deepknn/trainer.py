@@ -2,6 +2,8 @@
 evaluation that picks the epoch, the snapshots and the stop on a non-finite loss.
 `training` builds a run and calls make_trainer.
 """
+import sys
+
 import chainer
 import chainer.links as L
 import numpy as np
@@ -102,10 +104,17 @@ class RandomStream(training.Extension):
         try:
             keys, position, has_gauss, cached_gaussian = [serializer(name, None)
                                                           for name in self.FIELDS]
-        except KeyError:
-            return                  # an older snapshot: the stream stays reseeded
-        np.random.set_state(('MT19937', np.asarray(keys, dtype=np.uint32), int(position),
-                             int(has_gauss), float(cached_gaussian)))
+        except KeyError:            # an older snapshot: the stream stays reseeded
+            print('warning: this snapshot holds no random stream (written before it was '
+                  'saved): the resumed run draws other dropout masks and batch orders, and '
+                  'ends as another model than an uninterrupted run', file=sys.stderr)
+            return
+        try:
+            np.random.set_state(('MT19937', np.asarray(keys, dtype=np.uint32), int(position),
+                                 int(has_gauss), float(cached_gaussian)))
+        except (ValueError, TypeError, IndexError) as error:
+            raise UserError("the snapshot's random stream is damaged ({}); resume from an "
+                            'intact snapshot or re-train with `force`'.format(error))
 
 
 def dev_losses(model, dev, batchsize):

@@ -94,9 +94,9 @@ def tied_run(tmp_path_factory):
     return model_setup.load_setup(str(folder / 'run'))
 
 
-def dknn_answers(dknn, setup, settings):
-    """(calibration scores, the test split's DkNN outputs) through `settings`' engine."""
-    test, _ = dknn_lib.split_activations(setup, 'test', settings)
+def dknn_answers(dknn, setup):
+    """(calibration scores, the DkNN's outputs on the test split's activations)."""
+    test = setup.model.layer_activations([x for x, _ in setup.test])
     return dknn.calibration_scores, dknn.predict_from_activations(test)
 
 
@@ -105,9 +105,10 @@ def test_ray_with_any_shard_count_gives_the_one_process_bits_on_tied_rows(
         tied_run, tmp_path, n_shards):
     local = DkNNSettings(K, 'kdtree')     # another exact backend, another order of ties
     expected = dknn_answers(dknn_lib.dknn_from_setup(tied_run, local, use_cache=False),
-                            tied_run, local)
-    sharded = DkNNSettings(K, engine=engine(tmp_path, shards=n_shards, part_rows=7))
-    found = dknn_answers(dknn_lib.dknn_from_setup(tied_run, sharded), tied_run, sharded)
+                            tied_run)
+    # Parts of 7 rows: the calibration activations come from parts cut mid-block.
+    sharded = DkNNSettings(K, engine=engine(tmp_path, shards=n_shards, part_rows=7, workers=1))
+    found = dknn_answers(dknn_lib.dknn_from_setup(tied_run, sharded), tied_run)
     np.testing.assert_array_equal(found[0], expected[0])
     for key in ('prediction', 'credibility', 'confidence', 'p_values', 'neighbors'):
         np.testing.assert_array_equal(found[1][key], expected[1][key], err_msg=key)

@@ -32,18 +32,30 @@ def read_runs(folder):
                      for split in ('test', 'dev'))
         if not os.path.exists(test):
             continue
-        report = nlp_utils.read_json(test, 'DkNN report', dict)
+        report = dknn_report(test)
         config = model_setup.read_config(os.path.join(folder, 'args.json'))
         if 'finetuned_from' in config.extra:   # an entropy fine-tuned model: not Table 1
             return []
         report.update(epoch=config.epoch, seed=config.seed, vocab=config.vocab,
                       model_sha256=model_setup.model_digest(folder, config.model_path))
         if os.path.exists(dev):
-            dev_report = nlp_utils.read_json(dev, 'DkNN report', dict)
+            dev_report = dknn_report(dev)
             report.update(dev_softmax_accuracy=dev_report['softmax_accuracy'],
                           dev_dknn_accuracy=dev_report['dknn_accuracy'])
         reports.append(report)
     return reports
+
+
+def dknn_report(path):
+    """A run_dknn.py report with its two accuracies; a UserError naming the file when
+    one is missing or not a number."""
+    report = nlp_utils.read_json(path, 'DkNN report', dict)
+    for name in ('softmax_accuracy', 'dknn_accuracy'):
+        if isinstance(report.get(name), bool) or not isinstance(report.get(name), (int, float)):
+            raise UserError('DkNN report {} has no number {}; run run_dknn.py --model-setup '
+                            '{} again'.format(path, name, os.path.join(
+                                os.path.dirname(path), 'args.json')))
+    return report
 
 
 def table1_rows(results_dir):

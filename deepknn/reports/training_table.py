@@ -47,18 +47,29 @@ def training_row(folder, rerun_script):
     if not log or not isinstance(log[-1], dict) or 'elapsed_time' not in log[-1]:
         raise UserError('training log {} has no finished epoch; re-train that run or remove '
                         'it from {}'.format(os.path.join(folder, 'log'), os.path.dirname(folder)))
-    timing = {}
-    if os.path.exists(os.path.join(folder, 'time.txt')):
-        with open(os.path.join(folder, 'time.txt')) as f:
-            words = f.read().split()
-        timing = dict(zip(words[0::2], words[1::2]))
+    peak_kb = peak_memory_kb(os.path.join(folder, 'time.txt'))
     return {'dataset': config.dataset, 'model': config.model, 'run': os.path.basename(folder),
             'dev': round(100 * result['dev_accuracy'], 1),
             'test': round(100 * result['test_accuracy'], 1), 'epochs': config.epoch,
             'seconds_per_epoch': round(log[-1]['elapsed_time'] / log[-1]['epoch'], 1),
-            'peak_memory_mb': round(int(timing['peak_rss_kb']) / 1024) if timing else None,
+            'peak_memory_mb': None if peak_kb is None else round(peak_kb / 1024),
             'model_sha256': model_setup.model_digest(folder, config.model_path),
             'command': rerun_command(folder, config, rerun_script)}
+
+
+def peak_memory_kb(path):
+    """The peak resident memory (KiB) that scripts/train_and_dknn.sh recorded in
+    `path` ('peak_rss_kb N wall_s S'), None without that file; UserError naming it
+    when it says something else."""
+    if not os.path.exists(path):
+        return None
+    with open(path, errors='replace') as f:
+        words = f.read().split()
+    value = dict(zip(words[0::2], words[1::2])).get('peak_rss_kb', '')
+    if not value.isdigit():
+        raise UserError('{} does not hold "peak_rss_kb N" (its training\'s timing); remove it '
+                        '(the table then shows no memory) or re-train the run'.format(path))
+    return int(value)
 
 
 def rerun_command(folder, config, rerun_script):

@@ -1,0 +1,111 @@
+"""Damaged or odd inputs give one line naming the file or flag, never a traceback: a
+garbled time.txt, a truncated predictions npz, a DkNN report without its accuracy, an
+empty activations file, a binary tree file, a damaged or missing random stream in a
+snapshot, a port past 65535."""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import cli_helpers
+import explore
+import paper_results
+import run_dknn
+import train_text_classifier
+from cli_helpers import assert_one_line_error, cli
+
+
+@pytest.fixture(scope='module')
+def results(tmp_path_factory):
+    """A results folder holding one tiny run named like a Table 1 run, with its DkNN."""
+    folder = tmp_path_factory.mktemp('damaged')
+    run = folder / 'results' / 'stsa.binary_cnn'
+    cli_helpers.train_tiny(folder, run)
+    run_dknn.main(['--model-setup', str(run), '--k', '3', '--backend', 'faiss'])
+    return folder / 'results'
+
+
+@pytest.fixture
+def run(results, tmp_path):
+    """A copy of the run, to damage."""
+    copy = tmp_path / 'results' / 'stsa.binary_cnn'
+    shutil.copytree(str(results / 'stsa.binary_cnn'), str(copy))
+    return copy
+
+
+def paper(run, capsys, *command):
+    return cli(paper_results.main, ['--results', str(run.parent), '--out',
+                                    str(run.parent.parent / 'tables')] + list(command), capsys)
+
+
+def test_a_garbled_time_txt_is_named(run, capsys):
+    (run / 'time.txt').write_text('garbage here')
+    status, err = paper(run, capsys, 'training')
+    assert_one_line_error(status, err, '{} does not hold "peak_rss_kb N"'.format(run / 'time.txt'))
+
+
+def test_a_truncated_predictions_npz_is_named(run, capsys):
+    path = run / 'dknn_predictions_test_faiss_k3.npz'
+    (run / 'dknn_predictions_test_faiss.npz').write_bytes(path.read_bytes()[:300])
+    status, err = paper(run, capsys, 'reliability', '--run', run.name)
+    assert_one_line_error(status, err, 'DkNN predictions {} is not a readable npz file'.format(
+        run / 'dknn_predictions_test_faiss.npz'))
+
+
+def test_a_report_without_its_accuracy_is_named(run, capsys):
+    report = json.loads((run / 'dknn_test_faiss_k3.json').read_text())
+    del report['softmax_accuracy']
+    (run / 'dknn_test_faiss.json').write_text(json.dumps(report))
+    status, err = paper(run, capsys, 'table1')
+    assert_one_line_error(status, err, 'DkNN report {} has no number softmax_accuracy'.format(
+        run / 'dknn_test_faiss.json'))
+
+
+def test_an_empty_activations_file_is_named(tmp_path, capsys):
+    rng = np.random.RandomState(0)
+    for split, n in (('train', 30), ('calib', 10), ('test', 0)):
+        np.savez(str(tmp_path / (split + '.npz')), layer_0=rng.normal(size=(n, 4)),
+                 labels=rng.randint(0, 2, n))
+    status, err = cli(run_dknn.main, ['--activations', str(tmp_path), '--k', '3', '--out',
+                                      str(tmp_path / 'out')], capsys)
+    assert_one_line_error(status, err, '{} holds no examples'.format(tmp_path / 'test.npz'))
+
+
+def test_a_binary_tree_file_is_named(tmp_path):
+    from deepknn import sst_trees
+    (tmp_path / 'trees.bin').write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(sst_trees.UserError, match='is not UTF-8 text'):
+        sst_trees.read_trees(str(tmp_path / 'trees.bin'))
+
+
+def snapshot_with(run, change):
+    path = str(run / 'snapshot_latest.npz')
+    with np.load(path) as snapshot:
+        arrays = {name: snapshot[name] for name in snapshot.files}
+    change(arrays)
+    np.savez(path, **arrays)
+
+
+def test_a_damaged_random_stream_is_one_line(run, capsys):
+    snapshot_with(run, lambda arrays: arrays.update({
+        'extensions/RandomStream/keys': arrays['extensions/RandomStream/keys'][:100]}))
+    status, err = cli(train_text_classifier.main, ['--out', str(run), '--resume', '--epoch', '2'],
+                      capsys)
+    assert_one_line_error(status, err, "the snapshot's random stream is damaged")
+
+
+def test_an_older_snapshot_resumes_reseeded_and_says_so(run, capsys):
+    snapshot_with(run, lambda arrays: [arrays.pop(name) for name in list(arrays)
+                                       if 'RandomStream' in name])
+    status, err = cli(train_text_classifier.main, ['--out', str(run), '--resume', '--epoch', '2'],
+                      capsys)
+    assert status == 0
+    assert any('holds no random stream' in line for line in err)
+
+
+def test_a_port_past_65535_is_a_usage_error(run, capsys):
+    status, err = cli(explore.main, ['--model-setup', str(run), '--port', '70000'], capsys)
+    assert status == 2 and err[-1].startswith('error: argument --port: must be a port number')
+    assert os.listdir(str(run.parent)) == ['stsa.binary_cnn']
