@@ -73,6 +73,11 @@ def open_session(args):
 def check_port(host, port):
     """UserError when (host, port) cannot be bound, before the address is printed."""
     try:
+        socket.getaddrinfo(host, port)
+    except socket.gaierror as error:
+        raise UserError('--host {} does not resolve to an address ({}); pass an address such as '
+                        '127.0.0.1'.format(host, error.strerror))
+    try:
         with socket.create_server((host, port)):
             pass
     except OSError as error:

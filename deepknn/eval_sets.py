@@ -111,6 +111,8 @@ def _pairs(path, reading, spec):
         label = (label_map or {}).get(values[2], values[2])
         if not (values[0] and values[1]):
             reading.bad(path, where, 'empty {} or {}'.format(names[0], names[1]))
+        elif len(values) > 3 and not all(values[3:]):    # HANS: a pair needs its slice
+            reading.bad(path, where, 'empty {} or {}'.format(*names[3:]))
         elif label not in (label_map.values() if label_map else HANS_LABELS):
             reading.bad(path, where, '{} {!r} is not one of {}'.format(
                 names[2], values[2], ', '.join(label_map or HANS_LABELS)))

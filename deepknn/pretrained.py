@@ -17,6 +17,7 @@ import zipfile
 import zlib
 
 import chainer.links as L
+import numpy as np
 import safetensors.numpy
 import tokenizers
 
@@ -309,6 +310,10 @@ def _fill(parameter, array, stored, path):
     if array.shape != parameter.shape:
         raise UserError('{}: tensor {} has shape {}, the config.json gives {}'.format(
             path, stored, array.shape, parameter.shape))
+    if not np.all(np.isfinite(array)):    # even in a row no word uses: it would be saved
+        raise UserError('{}: tensor {} holds NaN or inf (first at flat index {}); use an '
+                        'intact checkpoint'.format(path, stored,
+                                                   int(np.argmin(np.isfinite(array.ravel())))))
     parameter.array[...] = parameter.device.send(array.astype(parameter.dtype))
 
 

@@ -109,3 +109,21 @@ def test_a_port_past_65535_is_a_usage_error(run, capsys):
     status, err = cli(explore.main, ['--model-setup', str(run), '--port', '70000'], capsys)
     assert status == 2 and err[-1].startswith('error: argument --port: must be a port number')
     assert os.listdir(str(run.parent)) == ['stsa.binary_cnn']
+
+
+def test_a_host_that_does_not_resolve_is_named_as_such(run, capsys):
+    status, err = cli(explore.main, ['--model-setup', str(run), '--host', 'no-such-host.invalid',
+                                     '--allow-remote'], capsys)
+    assert_one_line_error(status, err, '--host no-such-host.invalid does not resolve')
+
+
+def test_a_hans_row_without_its_heuristic_is_a_bad_line(tmp_path):
+    from deepknn import eval_sets
+    path = tmp_path / 'heuristics_evaluation_set.txt'
+    path.write_text('gold_label\tsentence1\tsentence2\theuristic\tsubcase\n'
+                    'entailment\tThe cat sat .\tThe cat sat .\tlexical_overlap\tln_a\n'
+                    'non-entailment\tThe dog ran .\tThe cat ran .\t\tln_b\n')
+    with pytest.raises(eval_sets.UserError, match='line 3: empty heuristic or subcase'):
+        eval_sets.load_eval_set(files=[str(path)])
+    kept = eval_sets.load_eval_set(files=[str(path)], skip_bad_lines=True)
+    assert kept.groups == ['lexical_overlap'] and kept.n_bad_lines == 1

@@ -253,6 +253,8 @@ def tiny_tensors():
     (lambda t: t.update({'encoder.layer.0.attention.self.key.weight':
                          np.zeros((8, 4), np.float32)}),
      r'attention\.self\.key\.weight has shape \(8, 4\)'),
+    (lambda t: t['embeddings.word_embeddings.weight'].__setitem__((-1, 0), np.nan),
+     'tensor embeddings.word_embeddings.weight holds NaN or inf'),     # an unused last row
 ])
 def test_weight_mismatches_name_the_tensor(tmp_path, edit, message):
     tensors = tiny_tensors()
