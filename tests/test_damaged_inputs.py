@@ -127,3 +127,21 @@ def test_a_hans_row_without_its_heuristic_is_a_bad_line(tmp_path):
         eval_sets.load_eval_set(files=[str(path)])
     kept = eval_sets.load_eval_set(files=[str(path)], skip_bad_lines=True)
     assert kept.groups == ['lexical_overlap'] and kept.n_bad_lines == 1
+
+
+def test_an_address_that_accepts_tcp_but_is_no_ray_head_fails_at_once():
+    import http.server
+    import socket
+    import threading
+    from deepknn.distributed import engine
+    web = http.server.HTTPServer(('127.0.0.1', 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    silent = socket.create_server(('127.0.0.1', 0))      # accepts, never answers
+    try:
+        with pytest.raises(engine.UserError, match='it does not answer as a gRPC server'):
+            engine.check_reachable('127.0.0.1:{}'.format(web.server_address[1]))
+        with pytest.raises(engine.UserError, match=r'no Ray head answers there \(timed out\)'):
+            engine.check_reachable('127.0.0.1:{}'.format(silent.getsockname()[1]), 0.5)
+    finally:
+        web.shutdown()
+        silent.close()

@@ -104,12 +104,30 @@ def check_reachable(address, timeout_s=5.0):
         return
     host, _, port = address.rpartition(':')
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as connection:
+            grpc = _answers_http2(connection)
     except (OSError, ValueError) as error:
         raise UserError('ray_address {}: no Ray head answers there ({}); start one with '
                         '`ray start --head` and pass its address, or auto'.format(
                             address, error), parameter='ray_address')
+    if not grpc:
+        raise UserError('ray_address {}: something accepts connections there but it is no Ray '
+                        'head (it does not answer as a gRPC server); pass the address `ray '
+                        'start --head` printed, or auto'.format(address), parameter='ray_address')
+
+
+def _answers_http2(connection):
+    """Whether the server on `connection` answers an HTTP/2 client preface with a SETTINGS
+    frame, as every gRPC server (a Ray head's GCS) does at once; a socket.timeout when it
+    says nothing."""
+    connection.sendall(b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+    head = b''
+    while len(head) < 9:
+        chunk = connection.recv(9 - len(head))
+        if not chunk:
+            break
+        head += chunk
+    return len(head) == 9 and head[3] == 4      # the frame type: SETTINGS
 
 
 def user_error_inside(error):
