@@ -171,10 +171,21 @@ def npz_parameters_digest(path, what='model file', fix='re-train'):
         raise UserError('{} {} is not a readable npz file ({}); {}'.format(what, path, error, fix))
 
 
+def check_whole(path, what, fix):
+    """UserError when `path` belongs to a group of files (a report and its predictions)
+    whose write a killed command left half done: read now, the pair would not match."""
+    if file_groups.dead_journals(os.path.dirname(os.path.abspath(path)), [path]):
+        raise UserError('{} {} is one of a group of files whose replacement a killed command '
+                        'left half done; {} (any command that writes into its folder also '
+                        'finishes it)'.format(what, path, fix))
+
+
 def read_npz_arrays(path, names, what, fix):
     """{name: array} of `names` in an npz file (read with pickle off); a file that is no
-    readable npz, or lacks one of them, is a UserError naming it and `fix`."""
+    readable npz, lacks one of them or is half of an unfinished group write is a
+    UserError naming it and `fix`."""
     check_npz(path, what, fix)
+    check_whole(path, what, fix)
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [name for name in names if name not in npz.files]

@@ -72,23 +72,29 @@ def alive(pid):
     return True
 
 
+def dead_journals(folder, paths):
+    """Journals in `folder` of killed writers whose groups touch one of `paths`."""
+    wanted = {os.path.abspath(p) for p in paths}
+    found = []
+    for name in os.listdir(folder) if os.path.isdir(folder) else []:
+        parts = name.split('-', 2)
+        journal = os.path.join(folder, name)
+        if name.startswith('.tmp-') and is_journal(name) and parts[1].isdigit() \
+                and not alive(int(parts[1])) and wanted & _targets(journal):
+            found.append(journal)
+    return found
+
+
 def resolve_dead_journals(paths):
     """Finish (or, where stale, drop) the groups that killed writers left journals of in
     the folders of `paths` and that touch one of them: a writer calls this before it
     writes `paths`, so it never leaves a killed group's journal behind for a later
     command to replay."""
-    wanted = {os.path.abspath(p) for p in paths}
-    for folder in {os.path.dirname(p) for p in wanted}:
-        if not os.path.isdir(folder):
-            continue
-        for name in os.listdir(folder):
-            parts = name.split('-', 2)
-            journal = os.path.join(folder, name)
-            if name.startswith('.tmp-') and is_journal(name) and parts[1].isdigit() \
-                    and not alive(int(parts[1])) and wanted & _targets(journal):
-                targets = tuple(os.path.basename(p) for p in _targets(journal))
-                finish(journal)
-                _remove_backups(folder, parts[1], targets)
+    for folder in {os.path.dirname(os.path.abspath(p)) for p in paths}:
+        for journal in dead_journals(folder, paths):
+            targets = tuple(os.path.basename(p) for p in _targets(journal))
+            finish(journal)
+            _remove_backups(folder, os.path.basename(journal).split('-')[1], targets)
 
 
 def _remove_backups(folder, pid, names):

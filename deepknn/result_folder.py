@@ -102,17 +102,34 @@ def lock_for_caches(folder, purpose, wait_seconds=None):
 def lock_outputs(stem, paths, purpose):
     """Hold the lock of one command's output files `paths` (`.STEM.outputs.lock` beside
     `stem`, their common path without suffix), as `lock` does for a folder, so two
-    commands never write the same outputs; the temporaries that a killed writer of these
-    outputs left beside them are removed."""
+    commands never write the same outputs; what killed writers left in the outputs'
+    folders is removed first: their temporaries (of any outputs) and output lock files
+    no one holds."""
     with _held(_sibling(stem, 'outputs.lock'), 'the outputs ' + stem + '.*', purpose):
-        folders = {}
-        for path in paths:
-            folders.setdefault(os.path.dirname(os.path.abspath(path)), []).append(
-                os.path.basename(path))
-        for folder, names in folders.items():
+        for folder in {os.path.dirname(os.path.abspath(path)) for path in paths}:
             if os.path.isdir(folder):
-                sweep_dead_temporaries(folder, names)
+                sweep_dead_temporaries(folder)
+                _sweep_free_output_locks(folder)
         yield
+
+
+_OUTPUT_LOCK = re.compile(r'^\..+\.outputs\.lock$')
+
+
+def _sweep_free_output_locks(folder):
+    """Remove the output lock files in `folder` that no process holds (a killed holder's
+    stays behind), as their holder would on release: flocked, then unlinked."""
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if not _OUTPUT_LOCK.match(name) or os.path.islink(path) or not os.path.isfile(path):
+            continue
+        with open(path, 'a+', encoding='utf-8') as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue                            # held: a live writer's
+            if os.path.exists(path) and os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                os.remove(path)
 
 
 @contextlib.contextmanager

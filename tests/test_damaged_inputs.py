@@ -5,6 +5,8 @@ snapshot, a port past 65535."""
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -145,3 +147,59 @@ def test_an_address_that_accepts_tcp_but_is_no_ray_head_fails_at_once():
     finally:
         web.shutdown()
         silent.close()
+
+
+KILLED_OUTPUT_WRITER = '''
+import os, signal, sys
+sys.path.insert(0, {root!r})
+from deepknn import result_folder
+with result_folder.lock_outputs({stem!r}, [{stem!r} + '.md'], 'paper_results.py'):
+    open(os.path.join({folder!r}, '.tmp-{{}}-abcdtable.md'.format(os.getpid())), 'w').close()
+    os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def test_what_a_killed_writer_left_in_an_out_folder_is_swept_by_the_next(tmp_path):
+    from deepknn import result_folder
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    killed = subprocess.Popen([sys.executable, '-c', KILLED_OUTPUT_WRITER.format(
+        root=root, stem=str(tmp_path / 'table'), folder=str(tmp_path))])
+    assert killed.wait() == -9
+    (tmp_path / 'notes.txt').write_text('mine')
+    assert sorted(os.listdir(str(tmp_path))) == [
+        '.table.outputs.lock', '.tmp-{}-abcdtable.md'.format(killed.pid), 'notes.txt']
+    with result_folder.lock_outputs(str(tmp_path / 'other'), [str(tmp_path / 'other.md')],
+                                    'another command'):
+        assert sorted(os.listdir(str(tmp_path))) == ['.other.outputs.lock', 'notes.txt']
+
+
+KILLED_REPORT_WRITER = '''
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import nlp_utils
+real_replace, renamed = os.replace, []
+def replace(source, target):
+    if renamed:                                 # the predictions, after the report
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_replace(source, target)
+    renamed.append(target)
+os.replace = replace
+nlp_utils.atomic_write_files([
+    ({report!r}, lambda f: f.write('{{"softmax_accuracy": 0.5, "dknn_accuracy": 0.5}}'), 'w'),
+    ({predictions!r}, lambda f: f.write(open({predictions!r}, 'rb').read()), 'wb')])
+'''
+
+
+def test_readers_refuse_a_report_and_predictions_pair_a_kill_left_torn(run, capsys):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shutil.copyfile(str(run / 'dknn_test_faiss_k3.json'), str(run / 'dknn_test_faiss.json'))
+    shutil.copyfile(str(run / 'dknn_predictions_test_faiss_k3.npz'),
+                    str(run / 'dknn_predictions_test_faiss.npz'))
+    killed = subprocess.Popen([sys.executable, '-c', KILLED_REPORT_WRITER.format(
+        root=root, report=str(run / 'dknn_test_faiss.json'),
+        predictions=str(run / 'dknn_predictions_test_faiss.npz'))])
+    assert killed.wait() == -9
+    for command, what in ((['table1'], 'DkNN report'),
+                          (['reliability', '--run', run.name], 'DkNN predictions')):
+        status, err = paper(run, capsys, *command)
+        assert_one_line_error(status, err, what, 'whose replacement a killed command left half')

@@ -49,12 +49,13 @@ def read_runs(folder):
 def dknn_report(path):
     """A run_dknn.py report with its two accuracies; a UserError naming the file when
     one is missing or not a number."""
+    rerun = 'run run_dknn.py --model-setup {} again'.format(
+        os.path.join(os.path.dirname(path), 'args.json'))
+    nlp_utils.check_whole(path, 'DkNN report', rerun)
     report = nlp_utils.read_json(path, 'DkNN report', dict)
     for name in ('softmax_accuracy', 'dknn_accuracy'):
         if isinstance(report.get(name), bool) or not isinstance(report.get(name), (int, float)):
-            raise UserError('DkNN report {} has no number {}; run run_dknn.py --model-setup '
-                            '{} again'.format(path, name, os.path.join(
-                                os.path.dirname(path), 'args.json')))
+            raise UserError('DkNN report {} has no number {}; {}'.format(path, name, rerun))
     return report
 
 
