@@ -335,6 +335,8 @@ def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=Fal
                        aliases=dict(zip(display_names, label_names)) if display_names else None)
     if reader_format in text_readers.PAIR_FORMATS and eval_sets.file_format(path):
         records = _adversarial_nli_records(path, reading, label_names)
+    elif reader_format in text_readers.PAIR_FORMATS:   # by content: any pair layout we read
+        records = text_readers.READERS[text_readers.pair_format_of(path)](path, reading)
     else:
         records = text_readers.READERS[reader_format](path, reading)
     if not records:

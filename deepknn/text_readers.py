@@ -405,6 +405,17 @@ def file_format(path):
     return 'pair_tsv' if path.endswith('.tsv') else 'labeled_lines'
 
 
+def pair_format_of(path):
+    """The pair reader for a file by its content: SNLI's JSON lines ('pair_jsonl': the
+    first non-blank line is a JSON object), else columns under a header ('pair_tsv':
+    cad-snli's tsv, and SNLI's or MultiNLI's own .txt layout, whose header names
+    sentence1, sentence2 and gold_label among its columns)."""
+    for _, text, _ in _raw_lines(path):
+        if text.strip():
+            return 'pair_jsonl' if text.strip().startswith('{') else 'pair_tsv'
+    return file_format(path)
+
+
 def examples_text(examples, label_names, file_format):
     """Token-level examples as the text of a file that `file_format`'s reader reads back
     to the same tokens: 'pair_tsv' (tab-separated pairs with a header), 'pair_jsonl'

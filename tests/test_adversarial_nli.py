@@ -2,6 +2,7 @@
 HANS's collapsed labels (Rajani et al. 2020, Tables 4-6) and the ranked detection scores."""
 import dataclasses
 import gzip
+import json
 import os
 import sys
 import types
@@ -122,6 +123,22 @@ def test_anli_is_an_eval_file_of_an_snli_model_and_hans_is_refused(tmp_path):
                  hans_line('entailment', 'A .', 'A .', 'h', 's'))
     with pytest.raises(UserError, match='HANS labels are entailment / non-entailment'):
         text_datasets.read_eval_file(hans, 'snli', text_datasets.SNLI_LABELS)
+
+
+@pytest.mark.parametrize('dataset', ['cad-snli', 'snli'])
+def test_every_pair_layout_is_an_eval_file_of_any_pair_model(tmp_path, dataset):
+    """A cad-snli (tsv) model reads SNLI's jsonl, and an SNLI (jsonl) model cad-snli's tsv
+    and SNLI's own .txt layout (more columns, sentence1 and sentence2 among them)."""
+    pair = {'sentence1': 'A man sleeps .', 'sentence2': 'A man rests .', 'gold_label': 'entailment'}
+    files = {
+        'snli.jsonl': json.dumps(pair) + '\n',
+        'pairs.tsv': 'sentence1\tsentence2\tgold_label\nA man sleeps .\tA man rests .\tentailment\n',
+        'snli_1.0_dev.txt': 'gold_label\tsentence1_binary_parse\tsentence1\tsentence2\n'
+                            'entailment\t( A man )\tA man sleeps .\tA man rests .\n'}
+    for name, text in files.items():
+        examples = text_datasets.read_eval_file(write(tmp_path / name, text), dataset,
+                                                text_datasets.SNLI_LABELS)
+        assert examples == [((['A', 'man', 'sleeps', '.'], ['A', 'man', 'rests', '.']), 0)], name
 
 
 def test_official_hans_is_found_by_name_also_gzipped(tmp_path):
