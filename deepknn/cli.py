@@ -307,6 +307,16 @@ def add_table_output(parser, default=None):
                         help='replace existing tables and figures in {}/'.format(RESULTS))
 
 
+def add_table_output_to_subcommands(subparsers):
+    """add_table_output's --out and --overwrite accepted after each subcommand too (they
+    default to the value given before it, or its default)."""
+    for sub in subparsers.choices.values():
+        sub.add_argument('--out', metavar='DIR', default=argparse.SUPPRESS,
+                         help='as --out before the subcommand')
+        sub.add_argument('--overwrite', action='store_true', default=argparse.SUPPRESS,
+                         help='as --overwrite before the subcommand')
+
+
 def add_overwrite(parser):
     parser.add_argument('--overwrite', action='store_true',
                         help='replace existing tables and figures of the same names')

@@ -203,3 +203,14 @@ def test_readers_refuse_a_report_and_predictions_pair_a_kill_left_torn(run, caps
                           (['reliability', '--run', run.name], 'DkNN predictions')):
         status, err = paper(run, capsys, *command)
         assert_one_line_error(status, err, what, 'whose replacement a killed command left half')
+
+
+@pytest.mark.parametrize('after', [False, True])
+def test_paper_results_takes_out_before_or_after_the_subcommand(run, tmp_path, capsys, after):
+    shutil.copyfile(str(run / 'dknn_test_faiss_k3.json'), str(run / 'dknn_test_faiss.json'))
+    out = ['--out', str(tmp_path / 'tables')]
+    argv = ['--results', str(run.parent)] + ([] if after else out) + ['table1'] + (
+        out if after else [])
+    status, err = cli(paper_results.main, argv, capsys)
+    assert status == 0, err
+    assert (tmp_path / 'tables' / 'table1.md').exists()
