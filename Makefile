@@ -102,11 +102,13 @@ minilm-results: venv
 	$(PY) paper_results.py --overwrite snli-artifacts --run snli_minilm
 	$(PY) reduce_inputs.py --overwrite --model-setup results/snli_minilm/args.json --split dev \
 	    --limit 30 --methods gradient,confidence,conformity
-	measured=; for r in $(FAITHFULNESS_RUNS); do [ ! -f results/$$r/args.json ] || \
+	measured=; for r in $(FAITHFULNESS_RUNS); do \
+	  if [ ! -f results/$$r/args.json ]; then echo "skipped $$r: not trained" >&2; continue; fi; \
 	  { $(PY) paper_results.py --overwrite faithfulness --run $$r --limit 200 && \
 	    measured=$$measured,$$r; } || exit 1; done; \
-	[ -z "$$measured" ] || $(PY) paper_results.py --overwrite faithfulness-summary \
-	    --runs $${measured#,}
+	[ -n "$$measured" ] || { echo "error: none of $(FAITHFULNESS_RUNS) is trained:" \
+	  "nothing measured; train them first (make table1, make minilm-results)" >&2; exit 1; }; \
+	$(PY) paper_results.py --overwrite faithfulness-summary --runs $${measured#,}
 
 # Plausibility (issue 34): every method's maps against the SST treebank's human rationales
 # on each SST model there is (all 1,821 test sentences; MiniLM: the first 300, its
@@ -116,15 +118,16 @@ minilm-results: venv
 PLAUSIBILITY_RUNS := stsa.binary_cnn stsa.binary_bilstm stsa.binary_minilm
 plausibility-results: venv
 	measured=; for r in $(PLAUSIBILITY_RUNS); do \
-	  [ -f results/$$r/args.json ] || continue; \
+	  if [ ! -f results/$$r/args.json ]; then echo "skipped $$r: not trained" >&2; continue; fi; \
 	  case $$r in *minilm) limit="--limit 300";; *) limit=;; esac; \
 	  { [ -f results/$$r/temperature.json ] || \
 	    $(PY) scaling.py --model-setup results/$$r/args.json; } && \
 	  $(PY) paper_results.py --overwrite plausibility --run $$r $$limit || exit 1; \
 	  measured=$$measured,$$r; \
 	done; \
-	[ -z "$$measured" ] || $(PY) paper_results.py --overwrite plausibility-summary \
-	    --runs $${measured#,}
+	[ -n "$$measured" ] || { echo "error: none of $(PLAUSIBILITY_RUNS) is trained:" \
+	  "nothing measured; train them first (make table1, make minilm-results)" >&2; exit 1; }; \
+	$(PY) paper_results.py --overwrite plausibility-summary --runs $${measured#,}
 
 # Rajani et al. 2020 on the fine-tuned MiniLM, as the paper ran it: the 1,666 cad-snli pairs,
 # validated on SNLI dev (9,842) and tested on SNLI test (9,824), no calibration split; the
