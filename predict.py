@@ -56,6 +56,12 @@ def input_notes(setup, inputs, path):
     if skipped:
         notes.append('{} of {} skipped; the outputs are numbered by their line in the '
                      'file.'.format(nlp_utils.count(skipped, 'blank line'), path))
+    labelled = label_first_lines(setup, path)
+    if labelled:
+        notes.append('every line of {} starts with a label of the model ({}): predict.py reads '
+                     'it as a word of the sentence; for labelled data use run_dknn.py '
+                     '--eval-file, which reads the labels and reports accuracy.'.format(
+                         path, ', '.join(labelled)))
     if model_setup.is_transformer(setup.config):
         encoded = setup.encode([(tokens, None) for _, tokens in inputs])
         truncated = [number for (number, _), (ids, _) in zip(inputs, encoded)
@@ -67,6 +73,18 @@ def input_notes(setup, inputs, path):
                              setup.config.max_length, '' if len(truncated) == 1 else 's',
                              ', '.join(map(str, truncated))))
     return notes
+
+
+def label_first_lines(setup, path):
+    """The labels that begin the lines of `path` ('1 a fine film'), when every non-blank
+    line of a sentence model's file begins with one of the model's labels (raw, as the
+    training data writes them, or as the reports name them); else []."""
+    if setup.config.pair:
+        return []
+    names = set(setup.dataset.label_names) | set(setup.label_names)
+    with open(path, encoding='utf-8', errors='replace') as f:
+        firsts = [line.split(None, 1)[0] for line in f if line.strip()]
+    return sorted(set(firsts)) if firsts and set(firsts) <= names else []
 
 
 def unknown_words(tokens, vocab):

@@ -212,3 +212,18 @@ def test_inputs_longer_than_a_transformers_max_length_are_named(tmp_path):
         'file.'.format(tmp_path / 'in.txt'),
         '1 input longer than max_length 4 word pieces, read truncated (the words past it do '
         'not count): line 4.']
+
+
+def test_a_labelled_file_is_noted_not_read_silently(run, tmp_path, capsys):
+    path = str(tmp_path / 'labelled.txt')
+    with open(path, 'w') as f:
+        f.write('pos the movie was great\nneg the movie was awful\n')
+    predict.main(['--model-setup', run, '--input', path, '--out',
+                  str(tmp_path / 'pred'), '--k', '5'])
+    err = capsys.readouterr().err
+    assert 'note: every line of {} starts with a label of the model (neg, pos)'.format(
+        path) in err and 'run_dknn.py --eval-file' in err
+    (tmp_path / 'plain.txt').write_text('pos is a word here\nthe movie was great\n')
+    predict.main(['--model-setup', run, '--input', str(tmp_path / 'plain.txt'), '--out',
+                  str(tmp_path / 'plain'), '--k', '5'])
+    assert 'starts with a label' not in capsys.readouterr().err
