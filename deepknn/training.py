@@ -15,6 +15,7 @@ import json
 import os
 import random
 import shutil
+import sys
 
 import numpy as np
 import threadpoolctl
@@ -166,6 +167,17 @@ def report(config, out, model, dev, test):
     nlp_utils.atomic_write_text(os.path.join(out, 'train.log'), '{}\n{}\nBLAS threads {}\n'.format(
         json.dumps(config.to_json()), line, json.dumps(result['blas_threads'])))
     print(line)
+    majority = majority_rate(dev)
+    if result['dev_accuracy'] <= majority + 0.005:
+        print('warning: dev accuracy {:.4f} is the majority-class rate {:.4f}: the model '
+              'learned nothing (a MiniLM on a small subset: try `lr` 1e-4 and 2 epochs, '
+              'docs/training.md)'.format(result['dev_accuracy'], majority), file=sys.stderr)
+
+
+def majority_rate(examples):
+    """The share of the most frequent label among (input, label) examples."""
+    counts = np.bincount([label for _, label in examples])
+    return float(counts.max() / counts.sum())
 
 
 def blas_threads():

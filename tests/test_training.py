@@ -11,6 +11,7 @@ import cli_helpers
 from deepknn import model_setup, trainer, training
 from nlp_utils import UserError
 from test_knn_removal import template_config
+import train_text_classifier
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -144,3 +145,17 @@ def test_a_run_config_refuses_an_unknown_dev_average():
     with pytest.raises(UserError, match="field 'dev_average' is 'median', expected one of "
                                         "examples, batches"):
         model_setup.RunConfig.from_json(dict(template_config().to_json(), dev_average='median'))
+
+
+def test_a_model_at_the_majority_rate_is_warned_about(tmp_path, capsys):
+    """One class in 90% of the lines, a learning rate too small to move: dev accuracy is
+    the majority rate, and training says so."""
+    rows = ['{} the film {}'.format(*(('neg', 'was bad') if i % 10 else ('pos', 'was good')))
+            for i in range(200)]
+    (tmp_path / 'train.txt').write_text('\n'.join(rows) + '\n')
+    (tmp_path / 'test.txt').write_text('\n'.join(rows[:20]) + '\n')
+    train_text_classifier.main(cli_helpers.train_argv(
+        tmp_path / 'run', (str(tmp_path / 'train.txt'), str(tmp_path / 'test.txt')),
+        '--lr', '1e-9'))
+    assert 'is the majority-class rate' in capsys.readouterr().err
+    assert training.majority_rate([(None, 0), (None, 1), (None, 1), (None, 1)]) == 0.75
