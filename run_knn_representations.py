@@ -59,16 +59,20 @@ def backoff(args):
     for path in args.model_setup:
         setup = load(args, path, writes_into_run=True)
         models.append(model_setup.run_description(setup))
+        tested, examples = setup.evaluation_examples(
+            eval_file=args.eval_file, skip_bad_lines=args.skip_bad_lines) if args.eval_file \
+            else ('test', None)
         result = knn.backoff_experiment(setup, args.layer,
                                         cli.dknn_settings(args, setup.result_dir, args.dknn_k),
-                                        args.k, args.temperature, args.tau)
-        nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'knn_backoff.json'),
-                                    dict(result, layer=args.layer))
-        rows.append(knn_tables.backoff_row(setup, result))
+                                        args.k, args.temperature, args.tau, examples)
+        nlp_utils.atomic_write_json(os.path.join(setup.result_dir, 'knn_backoff{}.json'.format(
+            '' if examples is None else '_' + tested)), dict(result, layer=args.layer))
+        rows.append(dict(knn_tables.backoff_row(setup, result), **{'tested on': tested}))
         print('{dataset} {encoder}: model {model}  kNN backoff {knn_backoff}  (k={k}, T={T}, '
               'tau={tau}); credibility switch {credibility_backoff}'.format(**rows[-1]))
     header = ('# kNN backoff (Rajani et al. 2020, Tables 4 and 5): test accuracy (%)\n\n'
-              'k, T and tau (the max-softmax threshold) tuned on dev only; layer {}.\n'
+              'k, T and tau (the max-softmax threshold) tuned on dev only; layer {}; '
+              'accuracy on the `tested on` set (test: the run\'s test split).\n'
               '{}\n{}\n'.format(args.layer, model_setup.models_line(models), cli.provenance()))
     write_table(args.stem, rows, list(rows[0]), header)
     for suffix, (table, columns) in (('_table4', knn_tables.table4_rows(rows)),
@@ -309,6 +313,11 @@ def parse_args(argv=None):
     cli.add_k(sub, None, 'fixed k (default: tuned on dev)')
     sub.add_argument('--temperature', type=float, default=None, help='fixed T (default: tuned)')
     sub.add_argument('--tau', type=float, default=None, help='fixed tau (default: tuned)')
+    sub.add_argument('--eval-file', default=None,
+                     help="a file of yours scored in place of the test split (the run's data "
+                          'format; for a pair model any pair layout), k, T and tau still tuned '
+                          "on the run's dev split")
+    cli.add_skip_bad_lines(sub)
     add_outputs(sub, cli.RAJANI, 'knn_backoff', old_path_flags=['--table'])
     cli.add_engine(sub)
     sub.set_defaults(run=backoff)

@@ -199,3 +199,16 @@ def test_benchmarks_keep_an_existing_table(tmp_path, script, flags):
                           capture_output=True, text=True)
     assert done.returncode == 2 and 'table.md exists; pass --overwrite' in done.stderr
     assert table.read_text() == 'committed numbers\n'
+
+
+def test_backoff_on_a_file_of_the_test_lines_gives_the_test_split_s_numbers(runs):
+    folder, plain, _ = runs
+    cli.main(['backoff', '--model-setup', plain, '--out', str(folder), '--name', 'on_test'])
+    cli.main(['backoff', '--model-setup', plain, '--out', str(folder), '--name', 'on_file',
+              '--eval-file', str(folder / 'test.txt')])
+    on_test, on_file = read_csv(str(folder / 'on_test.csv'))[0], read_csv(
+        str(folder / 'on_file.csv'))[0]
+    assert (on_test['tested on'], on_file['tested on']) == ('test', 'file-test')
+    for column in ('k', 'T', 'tau', 'model', 'knn_backoff', 'credibility_backoff', 'n_test'):
+        assert on_file[column] == on_test[column], column      # tuned on dev alike
+    assert os.path.exists(os.path.join(os.path.dirname(plain), 'knn_backoff_file-test.json'))

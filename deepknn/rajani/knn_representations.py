@@ -319,7 +319,7 @@ def credibility_backoff(setup, classifier, layer, dev, test, grid, dknn_settings
 
 
 def backoff_experiment(setup, layer=-2, dknn_settings=dknn_settings_lib.DkNNSettings(), k=None,
-                       temperature=None, tau=None):
+                       temperature=None, tau=None, test_examples=None):
     """The paper's kNN backoff on a trained model, and DkNN credibility as the switch.
 
     Returns {'confidence': ..., 'credibility': ..., 'n_train': N}: each the chosen k, T,
@@ -327,7 +327,9 @@ def backoff_experiment(setup, layer=-2, dknn_settings=dknn_settings_lib.DkNNSett
     backoff_scores; credibility also names its calibration set (credibility_backoff).
     dknn_settings: the credibility switch's DkNN (its batchsize is the model's batch; with
     its engine, every split's activations come from the Ray Data pipeline).
-    k, temperature, tau: fixed values instead of tuning them (tau: the confidence switch)."""
+    k, temperature, tau: fixed values instead of tuning them (tau: the confidence switch).
+    test_examples: token-level (tokens, label) examples scored in place of the test split
+    (a user's file; k, T and tau are still tuned on the run's dev split)."""
     batchsize = dknn_settings.batchsize
     if temperature is not None:
         check_temperature(temperature)
@@ -341,8 +343,13 @@ def backoff_experiment(setup, layer=-2, dknn_settings=dknn_settings_lib.DkNNSett
     if k is not None:   # before the activations are cached
         check_k(k, len(setup.splits.train))
     classifier = classifier_from_setup(setup, layer, batchsize, dknn_settings.engine)
-    dev, test = (whole_split_outputs(setup, split, batchsize, dknn_settings.engine)
-                 for split in ('dev', 'test'))
+    dev = whole_split_outputs(setup, 'dev', batchsize, dknn_settings.engine)
+    if test_examples is None:
+        test = whole_split_outputs(setup, 'test', batchsize, dknn_settings.engine)
+    else:
+        encoded = setup.encode(test_examples)
+        test = split_outputs(setup, encoded, batchsize, 'forward pass: file') + (
+            labels_of(encoded),)
     confidence = (dev[1].max(axis=1), test[1].max(axis=1))
     return {'confidence': tuned_backoff(classifier, layer, dev, test, confidence,
                                         dict(grid, thresholds=None if tau is None else [tau])),
