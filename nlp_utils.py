@@ -78,6 +78,15 @@ def atomic_write_files(writes):
     manifest.record_outputs([path for path, _, _ in writes])
 
 
+def is_number(text):
+    """Whether `text` reads as a float ('1e-3', 'nan' included)."""
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def count(n, noun):
     """'1 seed', '3 seeds': a count with its noun in the right number."""
     return '{} {}{}'.format(n, noun, '' if n == 1 else 's')

@@ -10,6 +10,7 @@ import zlib
 
 import numpy as np
 
+import nlp_utils
 from nlp_utils import EOS, UNK, UserError
 
 
@@ -93,17 +94,9 @@ def _vector_word(parts, dim):
     if len(parts) - 1 < dim:
         return None
     extra = parts[:-dim][1:]
-    if any(_is_number(p) for p in extra):
+    if any(nlp_utils.is_number(p) for p in extra):
         return None   # numbers before the vector: a row with too many values
     return ' '.join(parts[:-dim])
-
-
-def _is_number(text):
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
 
 
 def _vector_values(path, line_number, word, fields):

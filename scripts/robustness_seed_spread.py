@@ -22,6 +22,7 @@ sys.path.insert(0, ROOT)
 from deepknn import cli  # noqa: E402
 from deepknn.reports import robustness_tables  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
+import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
 NEEDED = ('run', 'trained on', 'encoder', 'evaluated on', 'slice', 'model', 'kNN-model')
@@ -51,18 +52,10 @@ def read_table(path):
                             path, ', '.join(missing) or 'rows'))
     for line, row in enumerate(rows, start=2):
         for name in ('model', 'kNN-model'):
-            if row['run'] != 'paper' and not _is_number(row[name]):
+            if row['run'] != 'paper' and not nlp_utils.is_number(row[name]):
                 raise UserError('--table {} line {}: {} is {!r}, not a number'.format(
                     path, line, name, row[name]))
     return [row for row in rows if row['run'] != 'paper']
-
-
-def _is_number(text):
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
 
 
 def models_lines(paths):

@@ -409,12 +409,7 @@ def test_a_group_a_kill_9_stopped_half_way_is_finished_by_the_next_command(tmp_p
     """scaling.py's temperature.json was replaced before its PNG: killed in between, the
     folder held a new T beside the old diagram."""
     folder = tmp_path / 'run'
-    folder.mkdir()
-    (folder / 'temperature.json').write_text('old T')
-    (folder / 'reliability_temperature.png').write_text('old diagram')
-    killed = subprocess.Popen([os.sys.executable, '-c',
-                               KILLED_BETWEEN_RENAMES.format(root=ROOT, folder=str(folder))])
-    assert killed.wait() == -9
+    killed_half_way(folder)
     assert (folder / 'temperature.json').read_text() == 'new T'          # half new
     assert (folder / 'reliability_temperature.png').read_text() == 'old diagram'
     with result_folder.lock(str(folder), 'the next command'):
