@@ -475,7 +475,7 @@ def main(argv=None):
     add_entropy_command(commands)
     add_faithfulness_command(commands)
     add_plausibility_commands(commands)
-    cli.add_table_output_to_subcommands(commands)
+    cli.add_table_output_after_subcommands(parser)
     args = parser.parse_args(argv)
     if not os.path.isdir(args.results):
         raise UserError('results folder {} does not exist; pass --results'.format(args.results))

@@ -6,6 +6,7 @@ Where the files come from is data_files.py; how each format is read, text_reader
 the train/dev/calibration splits of a run, deepknn/splits.py.
 """
 import collections
+import json
 import os
 import re
 import sys
@@ -336,7 +337,7 @@ def read_eval_file(path, name, label_names, char_based=False, skip_bad_lines=Fal
     if reader_format in text_readers.PAIR_FORMATS and eval_sets.file_format(path):
         records = _adversarial_nli_records(path, reading, label_names)
     elif reader_format in text_readers.PAIR_FORMATS:   # by content: any pair layout we read
-        records = text_readers.READERS[text_readers.pair_format_of(path)](path, reading)
+        records = text_readers.READERS[text_readers.file_format(path, True)](path, reading)
     else:
         records = text_readers.READERS[reader_format](path, reading)
     if not records:
@@ -375,3 +376,17 @@ def read_new_inputs(path, pair, tokenize):
         raise UserError('--input {} is not a file; pass a text file with one sentence per '
                         'line'.format(path))
     return text_readers.read_new_inputs(path, pair, tokenize)
+
+
+def examples_text(examples, label_names, file_format):
+    """Token-level examples as the text of a file that `file_format`'s reader reads back
+    to the same tokens: 'pair_tsv' (tab-separated pairs with a header), 'pair_jsonl'
+    (SNLI's JSON lines) or 'labeled_lines' (`label text` lines)."""
+    if file_format == 'labeled_lines':
+        return ''.join('{} {}\n'.format(label_names[y], ' '.join(tokens)) for tokens, y in examples)
+    pairs = [(' '.join(premise), ' '.join(hypothesis), label_names[y])
+             for (premise, hypothesis), y in examples]
+    if file_format == 'pair_jsonl':
+        return ''.join(json.dumps(dict(zip(('sentence1', 'sentence2', 'gold_label'), pair))) + '\n'
+                       for pair in pairs)
+    return 'sentence1\tsentence2\tgold_label\n' + ''.join('\t'.join(pair) + '\n' for pair in pairs)

@@ -307,10 +307,12 @@ def add_table_output(parser, default=None):
                         help='replace existing tables and figures in {}/'.format(RESULTS))
 
 
-def add_table_output_to_subcommands(subparsers):
-    """add_table_output's --out and --overwrite accepted after each subcommand too (they
-    default to the value given before it, or its default)."""
-    for sub in subparsers.choices.values():
+def add_table_output_after_subcommands(parser):
+    """add_table_output's --out and --overwrite of `parser` accepted after each of its
+    subcommands too (they default to the value given before it, or its default)."""
+    subparsers = [action for action in parser._actions
+                  if isinstance(action, argparse._SubParsersAction)]
+    for sub in (sub for action in subparsers for sub in action.choices.values()):
         sub.add_argument('--out', metavar='DIR', default=argparse.SUPPRESS,
                          help='as --out before the subcommand')
         sub.add_argument('--overwrite', action='store_true', default=argparse.SUPPRESS,

@@ -38,7 +38,7 @@ PARAMETER_FLAGS = {
 # library never names a script): "run `scaling` `model_setup` RUN/args.json first" reads
 # "run python scaling.py --model-setup RUN/args.json first" on the command line.
 STEP_COMMANDS = {'paper_results': 'python paper_results.py', 'scaling': 'python scaling.py',
-                 'knn_cv_loss': 'python scripts/knn_cv_loss.py'}
+                 'knn_cv_loss': 'python scripts/knn_cv_loss.py', 'run_dknn': 'python run_dknn.py'}
 
 
 def command_name(path):

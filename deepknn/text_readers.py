@@ -397,34 +397,16 @@ READERS = {
 PAIR_FORMATS = ('pair_jsonl', 'pair_tsv')
 
 
-def file_format(path):
+def file_format(path, by_content=False):
     """Reader format of a user's file by its extension: .jsonl and .tsv are pairs
-    (SNLI jsonl; cad-snli style tsv with a header), anything else `label text` lines."""
+    (SNLI jsonl; cad-snli style tsv with a header), anything else `label text` lines.
+    by_content (a pair model's file): SNLI's JSON lines when the first non-blank line is
+    a JSON object, else 'pair_tsv' (columns under a header naming sentence1, sentence2
+    and gold_label: cad-snli's tsv, SNLI's and MultiNLI's own .txt)."""
+    first = next((text.strip() for _, text, _ in _raw_lines(path) if text.strip()), '') \
+        if by_content else None
+    if first is not None:
+        return 'pair_jsonl' if first.startswith('{') else 'pair_tsv'
     if path.endswith('.jsonl'):
         return 'pair_jsonl'
     return 'pair_tsv' if path.endswith('.tsv') else 'labeled_lines'
-
-
-def pair_format_of(path):
-    """The pair reader for a file by its content: SNLI's JSON lines ('pair_jsonl': the
-    first non-blank line is a JSON object), else columns under a header ('pair_tsv':
-    cad-snli's tsv, and SNLI's or MultiNLI's own .txt layout, whose header names
-    sentence1, sentence2 and gold_label among its columns)."""
-    for _, text, _ in _raw_lines(path):
-        if text.strip():
-            return 'pair_jsonl' if text.strip().startswith('{') else 'pair_tsv'
-    return file_format(path)
-
-
-def examples_text(examples, label_names, file_format):
-    """Token-level examples as the text of a file that `file_format`'s reader reads back
-    to the same tokens: 'pair_tsv' (tab-separated pairs with a header), 'pair_jsonl'
-    (SNLI's JSON lines) or 'labeled_lines' (`label text` lines)."""
-    if file_format == 'labeled_lines':
-        return ''.join('{} {}\n'.format(label_names[y], ' '.join(tokens)) for tokens, y in examples)
-    pairs = [(' '.join(premise), ' '.join(hypothesis), label_names[y])
-             for (premise, hypothesis), y in examples]
-    if file_format == 'pair_jsonl':
-        return ''.join(json.dumps(dict(zip(('sentence1', 'sentence2', 'gold_label'), pair))) + '\n'
-                       for pair in pairs)
-    return 'sentence1\tsentence2\tgold_label\n' + ''.join('\t'.join(pair) + '\n' for pair in pairs)

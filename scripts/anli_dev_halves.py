@@ -18,7 +18,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
 from deepknn import cli  # noqa: E402
 from deepknn import eval_sets  # noqa: E402
-from deepknn import text_readers  # noqa: E402
+import text_datasets  # noqa: E402
 from deepknn.rajani import robustness  # noqa: E402
 import nlp_utils  # noqa: E402
 
@@ -37,7 +37,7 @@ def half_files(seed, data_dir):
     train, heldout = robustness.halves(eval_sets.load_eval_set('anli', data_dir=data_dir), seed)
     labels = list(eval_sets.ANLI_LABELS.values())
     as_ids = lambda part: [(pair, labels.index(label)) for pair, label in part.records]
-    files = {name + '.jsonl': text_readers.examples_text(as_ids(part), labels, 'pair_jsonl')
+    files = {name + '.jsonl': text_datasets.examples_text(as_ids(part), labels, 'pair_jsonl')
              for name, part in (('train', train), ('heldout', heldout))}
     for group in sorted(set(heldout.groups)):
         rows = [i for i, name in enumerate(heldout.groups) if name == group]

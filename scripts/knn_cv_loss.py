@@ -23,7 +23,7 @@ sys.path.insert(0, ROOT)
 from deepknn import cli  # noqa: E402
 from deepknn import model_setup  # noqa: E402
 from deepknn import result_folder  # noqa: E402
-from deepknn import text_readers  # noqa: E402
+import text_datasets  # noqa: E402
 from deepknn import training  # noqa: E402
 from deepknn.rajani import knn_influence  # noqa: E402
 from deepknn.rajani import knn_representations as knn  # noqa: E402
@@ -39,7 +39,7 @@ def fold_run(setup, fold_rows, out):
              'dev': setup.splits.dev, 'test': setup.splits.test}
     os.makedirs(out + '.data', exist_ok=True)
     files = {role: os.path.abspath(os.path.join(out + '.data', role + suffix)) for role in parts}
-    nlp_utils.atomic_write_files([(files[role], lambda f, text=text_readers.examples_text(
+    nlp_utils.atomic_write_files([(files[role], lambda f, text=text_datasets.examples_text(
         examples, setup.dataset.label_names,
         'pair_tsv' if setup.config.pair else 'labeled_lines'): f.write(text), 'w')
         for role, examples in parts.items()])

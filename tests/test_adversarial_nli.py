@@ -295,7 +295,7 @@ def test_cv_folds_are_stratified_seeded_and_cover_every_example():
 
 def test_fold_files_read_back_to_the_same_tokens(tmp_path):
     pairs = [((['A', 'man', "'", 's', 'hat', '.'], ['Not', '"', 'here', '"']), 2)]
-    path = write(tmp_path / 'train.tsv', text_readers.examples_text(
+    path = write(tmp_path / 'train.tsv', text_datasets.examples_text(
         pairs, text_datasets.SNLI_LABELS, 'pair_tsv'))
     assert text_datasets.read_eval_file(path, 'cad-snli', text_datasets.SNLI_LABELS) == pairs
 

@@ -372,8 +372,8 @@ def test_a_run_retrained_under_the_explorer_is_refused_never_mixed(tmp_path, dat
                    stale.get('/api/info'), stale.get('/api/dataset?split=test')):
         assert answer.status_code == 409
         assert answer.json()['error'] == (
-            '{} was retrained or replaced after the explorer loaded it; restart explore.py '
-            'to explore the run it holds now'.format(out))
+            '{} was retrained or replaced after the explorer loaded it; restart the '
+            'explorer to explore the run it holds now'.format(out))
 
 
 @pytest.mark.parametrize('request_kind', ['surrogate', 'nested', 'superscript page'])

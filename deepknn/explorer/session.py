@@ -111,7 +111,7 @@ class ExplorerSession:
         answers would mix the old model with the new folder's name and files."""
         if run_state(self.setup) != self.loaded_state:
             raise StaleRun('{} was retrained or replaced after the explorer loaded it; '
-                           'restart explore.py to explore the run it holds now'.format(
+                           'restart the explorer to explore the run it holds now'.format(
                                self.setup.result_dir), 'run')
 
     def info(self):

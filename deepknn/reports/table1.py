@@ -49,8 +49,7 @@ def read_runs(folder):
 def dknn_report(path):
     """A run_dknn.py report with its two accuracies; a UserError naming the file when
     one is missing or not a number."""
-    rerun = 'run run_dknn.py --model-setup {} again'.format(
-        os.path.join(os.path.dirname(path), 'args.json'))
+    rerun = 'run `run_dknn` on {} again'.format(os.path.dirname(path))
     nlp_utils.check_whole(path, 'DkNN report', rerun)
     report = nlp_utils.read_json(path, 'DkNN report', dict)
     for name in ('softmax_accuracy', 'dknn_accuracy'):
