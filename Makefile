@@ -284,7 +284,7 @@ rajani-robustness-seeds: rajani-seeds-long rajani-seeds-short
 	    --model-setup $(SEEDED_GLOVE:%=results/%/args.json) --dataset anli hans-like \
 	    --data-dir $(DKNN_DATA_DIR) --seed $$s --name knn_robustness_glove_seeds_split$$s \
 	    || exit 1; done
-	for t in groups table6; do $(PY) scripts/robustness_seed_spread.py --overwrite --table \
+	for t in table4 groups table6; do $(PY) scripts/robustness_seed_spread.py --overwrite --table \
 	    $(foreach s,0 1 2,results/rajani/knn_robustness_glove_seeds_split$(s)_$$t.csv) \
 	    --name knn_robustness_glove_seeds_$$t || exit 1; done
 

@@ -6,7 +6,7 @@
         results/rajani/knn_robustness_glove_seeds_split2_groups.csv \
         --out results/mine --name glove_seeds_groups
 
-Reads per-slice tables of scripts/knn_robustness.py (its _groups or _table6 CSVs, one per
+Reads tables of scripts/knn_robustness.py (its _table4, _groups or _table6 CSVs, one per
 split seed) over runs trained at several seeds (RUN, RUN_seed1, RUN_seed2: `make
 rajani-robustness-seeds`), and writes one row per model, set and slice: the model's and
 kNN backoff's accuracy and their difference as mean [min, max] over every (training
@@ -25,14 +25,14 @@ from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
-NEEDED = ('run', 'trained on', 'encoder', 'evaluated on', 'slice', 'model', 'kNN-model')
+NEEDED = ('run', 'trained on', 'encoder', 'evaluated on', 'model', 'kNN-model')
 
 
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     parser.add_argument('--table', nargs='+', required=True,
-                        help='_groups or _table6 CSVs of scripts/knn_robustness.py, one per '
-                             'split seed')
+                        help='_table4, _groups or _table6 CSVs of scripts/knn_robustness.py, '
+                             'one per split seed')
     cli.add_outputs(parser, cli.RAJANI, 'knn_robustness_seed_spread')
     return parser.parse_args(argv)
 
@@ -47,15 +47,16 @@ def read_table(path):
         rows = list(csv.DictReader(f))
     missing = [name for name in NEEDED if rows and name not in rows[0]]
     if not rows or missing:
-        raise UserError('--table {} is not a per-slice table of scripts/knn_robustness.py '
-                        '(no {}); pass its _groups or _table6 CSV'.format(
+        raise UserError('--table {} is not a table of scripts/knn_robustness.py (no {}); '
+                        'pass its _table4, _groups or _table6 CSV'.format(
                             path, ', '.join(missing) or 'rows'))
     for line, row in enumerate(rows, start=2):
         for name in ('model', 'kNN-model'):
             if row['run'] != 'paper' and not nlp_utils.is_number(row[name]):
                 raise UserError('--table {} line {}: {} is {!r}, not a number'.format(
                     path, line, name, row[name]))
-    return [row for row in rows if row['run'] != 'paper']
+    # _table4 has one row per set: its slice is the whole set.
+    return [dict({'slice': 'all'}, **row) for row in rows if row['run'] != 'paper']
 
 
 def models_lines(paths):

@@ -1,5 +1,6 @@
 """Known answers for ANLI / HANS reading, the balanced validation split, kNN backoff with
 HANS's collapsed labels (Rajani et al. 2020, Tables 4-6) and the ranked detection scores."""
+import csv
 import dataclasses
 import gzip
 import json
@@ -15,6 +16,7 @@ from deepknn import eval_sets
 from deepknn import text_readers
 from deepknn.rajani import knn_influence
 from deepknn.rajani import robustness
+from deepknn.reports import robustness_tables
 from nlp_utils import UserError
 from cli_helpers import assert_one_line_error, cli
 import text_datasets
@@ -468,3 +470,29 @@ def test_the_cross_validated_retrain_predicts_each_example_with_the_model_withou
     picked = oos['proba'][np.arange(n_train), oos['labels']]
     assert np.allclose(oos['losses'], -np.log(picked))
     assert oos['labels'].tolist() == [label for _, label in setup.splits.train]
+
+
+def test_the_seed_spread_is_the_mean_and_range_over_training_and_split_seeds(tmp_path, capsys):
+    def row(run, model, backoff, slice_name='R1'):
+        return {'run': run, 'trained on': 'cad-snli', 'encoder': 'cnn', 'evaluated on': 'anli',
+                'slice': slice_name, 'model': model, 'kNN-model': backoff}
+    split0 = [row('m', '30.0', '31.0'), row('m_seed1', '32.0', '32.5'), row('m_seed2', '34.0', '35.0')]
+    split1 = [row('m', '31.0', '30.0'), row('m_seed1', '33.0', '34.0'), row('m_seed2', '35.0', '36.0')]
+    spread, = robustness_tables.seed_spread_rows([split0, split1])
+    assert (spread['model run'], spread['training seeds'], spread['split seeds']) == ('m', 3, 2)
+    assert spread['model'] == '32.5 [30.0, 35.0]'                      # (30+32+34+31+33+35)/6
+    assert spread['kNN-model'] == '33.1 [30.0, 36.0]'                  # 198.5 / 6 = 33.08
+    assert spread['kNN - model'] == '0.6 [-1.0, 1.0]' and spread['kNN - model sign'] == 'mixed'
+    one_sign, = robustness_tables.seed_spread_rows([split0])
+    assert one_sign['kNN - model sign'] == '+'
+    for seed, rows in enumerate((split0, split1)):
+        with open(str(tmp_path / 'split{}_table4.csv'.format(seed)), 'w', newline='') as f:
+            fields = [k for k in rows[0] if k != 'slice']
+            writer = csv.DictWriter(f, fields, extrasaction='ignore')
+            writer.writeheader()
+            writer.writerows(rows + [dict(row('paper', '', ''), **{'run': 'paper'})])
+    script = cli_helpers.load_script('scripts/robustness_seed_spread.py')
+    script.main(['--table', str(tmp_path / 'split0_table4.csv'), str(tmp_path / 'split1_table4.csv'),
+                 '--out', str(tmp_path), '--name', 'spread'])
+    text = (tmp_path / 'spread.md').read_text()
+    assert '| m | cad-snli | cnn | anli | all | 3 | 2 | 32.5 [30.0, 35.0] |' in text
