@@ -736,4 +736,3 @@ def test_written_files_get_the_mode_a_plain_write_would(tmp_path):
         os.umask(old)
     for name in ('report.json', 'arrays.npz'):
         assert os.stat(str(tmp_path / name)).st_mode & 0o777 == 0o644
-
