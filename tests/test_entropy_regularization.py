@@ -296,7 +296,9 @@ def test_reduce_inputs_locks_its_outputs_and_removes_what_a_killed_run_left(pare
     dead = subprocess.Popen(['true'])                # a pid that no longer runs
     dead.wait()
     left = tmp_path / '.tmp-{}-abcd1234reduction_custom_cnn_test_gradient.html'.format(dead.pid)
-    other = tmp_path / '.tmp-{}-abcd1234my_page.html'.format(dead.pid)   # not its output
+    # A killed writer's temporary of other outputs in the same --out folder: swept too
+    # (issue 44: a killed interpretations.py --out DIR left them there for good).
+    other = tmp_path / '.tmp-{}-abcd1234my_page.html'.format(dead.pid)
     left.write_text('half a page')
     other.write_text('half another page')
     argv = ['--model-setup', str(out / 'args.json'), '--split', 'test', '--importance',
@@ -307,7 +309,7 @@ def test_reduce_inputs_locks_its_outputs_and_removes_what_a_killed_run_left(pare
             reduce_inputs.main(argv)
     assert left.exists() and not (tmp_path / 'reduction_custom_cnn_test.md').exists()
     reduce_inputs.main(argv)
-    assert not left.exists() and other.exists()
+    assert not left.exists() and not other.exists()
     assert (tmp_path / 'reduction_custom_cnn_test.md').exists()
 
 
