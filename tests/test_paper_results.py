@@ -112,7 +112,7 @@ def test_reliability_of_random_bytes_is_one_line_not_pickled_data(tmp_path, caps
                                            str(tmp_path / 'out'), 'reliability', '--run',
                                            'demo_run'], capsys)
     assert_one_line_error(status, err, 'dknn_predictions_test_faiss.npz is not an npz file',
-                          'run run_dknn.py again')
+                          'run run_dknn.py --model-setup {} again'.format(run / 'args.json'))
     assert 'pickle' not in err[0]
 
 

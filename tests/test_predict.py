@@ -126,11 +126,11 @@ def test_what_a_killed_run_left_beside_its_outputs_is_removed(run, tmp_path):
     dead = subprocess.Popen(['true'])                # a pid that no longer runs
     dead.wait()
     left = tmp_path / '.tmp-{}-abcd1234pred.csv'.format(dead.pid)
-    other = tmp_path / '.tmp-{}-abcd1234other.csv'.format(dead.pid)   # not this run's
+    other = tmp_path / '.tmp-{}-abcd1234other.csv'.format(dead.pid)   # another output's
     left.write_text('half a table')
     other.write_text('half another table')
     predict.main(predict_argv(run, tmp_path, str(tmp_path / 'pred')))
-    assert not left.exists() and other.exists() and (tmp_path / 'pred.csv').exists()
+    assert not left.exists() and not other.exists() and (tmp_path / 'pred.csv').exists()
 
 
 def test_an_old_style_out_naming_a_folder_is_refused(run, tmp_path):
@@ -203,7 +203,8 @@ def test_inputs_longer_than_a_transformers_max_length_are_named(tmp_path):
     (tmp_path / 'in.txt').write_text('a b\n\n \nb a b\n')
     vocab = {'a': 0, 'b': 1, '<eos>': 2, '<unk>': 3}
     setup = types.SimpleNamespace(
-        config=types.SimpleNamespace(model='minilm', max_length=4), vocab=vocab,
+        config=types.SimpleNamespace(model='minilm', max_length=4, pair=False), vocab=vocab,
+        dataset=types.SimpleNamespace(label_names=['0', '1']), label_names=['neg', 'pos'],
         encode=lambda examples: nlp_utils.encode_examples(examples, vocab),
         model=types.SimpleNamespace(count_truncated=lambda xs: sum(len(x) - 1 > 2 for x in xs)))
     inputs = [(1, ['a', 'b']), (4, ['b', 'a', 'b'])]
