@@ -264,7 +264,10 @@ rajani-robustness: venv
 # lanes: `make -j2 rajani-robustness-seeds` (about 50 minutes on 2 cores). Resumable.
 ROBUST_SEEDS := 1 2
 SEEDED_GLOVE := $(foreach r,$(ROBUST_GLOVE),$(r) $(ROBUST_SEEDS:%=$(r)_seed%))
-rajani-robustness-seeds rajani-seeds-long rajani-seeds-short: export OMP_NUM_THREADS = 1
+# Every GloVe NLI training run uses one BLAS thread: a retrain with the same seed on the
+# same CPU type then gives the same parameters (docs/dknn.md, what is guaranteed).
+rajani-glove rajani-robustness rajani-robustness-seeds rajani-seeds-long rajani-seeds-short: \
+	export OMP_NUM_THREADS = 1
 rajani-seeds-long: venv
 	$(TRAIN_AUG_BILSTM)
 	for s in $(ROBUST_SEEDS); do RUN=cad-snli-augmented_bilstm_seed$$s \
