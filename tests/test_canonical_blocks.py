@@ -1,7 +1,8 @@
 """Activations in canonical blocks (nets.BatchedInference): a row gets the same bytes in
-one process, in a Ray part cut anywhere, and under any BLAS thread count. The models
-are as wide as the paper's (a BLAS product's rows change with its shape from about 50
-inputs per row on), trained for one epoch on sentences with every length."""
+one process, in a Ray part cut anywhere, and under any BLAS thread count. The CNN and
+BiLSTM are as wide as the paper's (a BLAS product's rows change with its shape from about
+50 inputs per row on), trained for one epoch on sentences with every length; a tiny
+BERT checks the transformer's grouping under its padded-units cap."""
 import os
 
 import numpy as np
@@ -12,11 +13,12 @@ import cli_helpers
 import nets
 from deepknn import model_setup
 from deepknn.distributed import activations, shards
+from test_transformer import write_tiny_checkpoint
 
 WORDS = ['the', 'film', 'was', 'a', 'plot', 'and', 'it', 'very', 'long', 'story', 'good', 'bad']
 
 
-@pytest.fixture(scope='module', params=['cnn', 'bilstm'])
+@pytest.fixture(scope='module', params=['cnn', 'bilstm', 'transformer'])
 def wide_run(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp('blocks_' + request.param)
     rng = np.random.RandomState(0)
@@ -29,9 +31,13 @@ def wide_run(request, tmp_path_factory):
         with open(paths[-1], 'w') as f:
             f.write('\n'.join(rows) + '\n')
     import train_text_classifier
-    train_text_classifier.main(cli_helpers.train_argv(
-        folder / 'run', paths, '--model', request.param, '--unit', '120', '--embed-dim', '60',
-        '--layer', '1', '--n-calib', '20'))
+    if request.param == 'transformer':      # a tiny BERT: its pieces, grouped under a units cap
+        model = ['--model', 'transformer', '--max-length', '32', '--pretrained',
+                 str(write_tiny_checkpoint(folder / 'bert'))]
+    else:
+        model = ['--model', request.param, '--unit', '120', '--embed-dim', '60', '--layer', '1']
+    train_text_classifier.main(cli_helpers.train_argv(folder / 'run', paths, *model,
+                                                      '--n-calib', '20'))
     return model_setup.load_setup(str(folder / 'run'))
 
 
