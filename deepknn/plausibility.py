@@ -42,6 +42,7 @@ import numpy as np
 from scipy import stats
 
 from deepknn import faithfulness
+from deepknn.evaluation import ranking
 from deepknn import saliency_scores
 from nlp_utils import UserError
 
@@ -120,20 +121,9 @@ def rationale(tree, gold_sign=None):
 
 # ---------------------------------------------------------------- measures
 def average_precision(scores, relevant):
-    """Area under the precision-recall curve as the step sum over distinct score
-    thresholds, sum (R_t - R_t-1) P_t, words of equal score entering together.
-    scores (n,), relevant (n,) bool; NaN without a relevant word."""
-    scores = np.asarray(scores, dtype=np.float64)
-    relevant = np.asarray(relevant, dtype=bool)
-    if not relevant.any():
-        return math.nan
-    order = np.argsort(-scores, kind='stable')
-    hits = np.cumsum(relevant[order])
-    # The last index of each group of equal scores closes a threshold.
-    ends = np.r_[np.nonzero(np.diff(scores[order]))[0], len(scores) - 1]
-    precision = hits[ends] / (ends + 1)
-    recall_gain = np.diff(np.r_[0, hits[ends]]) / relevant.sum()
-    return float(np.sum(recall_gain * precision))
+    """evaluation.ranking.average_precision of `scores` (n,) against the rationale
+    `relevant` (n,) bool; NaN without a relevant word."""
+    return ranking.average_precision(scores, relevant, if_none='nan')
 
 
 def top_k(scores, k):

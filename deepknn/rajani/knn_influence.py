@@ -15,6 +15,7 @@ from deepknn import dknn
 from deepknn.rajani import knn_representations as knn
 from deepknn.rajani import label_issues
 from deepknn import calibration
+from deepknn.evaluation import ranking as ranking_measures
 import nlp_utils
 from nlp_utils import UserError
 
@@ -88,24 +89,16 @@ def _flipped_mask(n, flipped):
 
 
 def average_precision(scores, flipped):
-    """Area under the precision-recall curve of `scores` (N,) (higher: more suspicious)
-    for the flipped indices, as the step sum over score thresholds of (recall gain) x
-    precision; tied scores enter together, so a constant score gives the base rate."""
-    scores = np.asarray(scores, dtype=np.float64)
-    is_flipped = _flipped_mask(len(scores), flipped)
-    if not is_flipped.any():
-        raise ValueError('no flipped examples to find')
-    order = np.argsort(-scores, kind='stable')
-    ends = np.flatnonzero(np.diff(scores[order], append=-np.inf) != 0)   # last of each tie
-    hits = np.cumsum(is_flipped[order])[ends]
-    precision, recall = hits / (ends + 1), hits / is_flipped.sum()
-    return float(np.sum(np.diff(recall, prepend=0.0) * precision))
+    """evaluation.ranking.average_precision of `scores` (N,) (higher: more suspicious)
+    for the flipped indices; a ValueError without any."""
+    return ranking_measures.average_precision(scores, _flipped_mask(len(scores), flipped),
+                                              'error')
 
 
 def precision_recall_at(ranking, flipped, k):
     """(precision, recall) of the first k indices of `ranking` against the flipped set."""
-    hits = int(_flipped_mask(len(ranking), flipped)[np.asarray(ranking)[:k]].sum())
-    return hits / k, hits / len(flipped)
+    return ranking_measures.precision_recall_at_k(ranking, _flipped_mask(len(ranking), flipped),
+                                                  k)
 
 
 def ranked_scores(scores, flipped):

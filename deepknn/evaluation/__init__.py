@@ -1,0 +1,1 @@
+"""Measures shared by every study, each defined once: rankings (ranking.py)."""
