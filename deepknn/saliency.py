@@ -44,6 +44,7 @@ from deepknn import dknn as dknn_lib
 from deepknn import dknn_settings
 import numpy as np
 from deepknn import calibration
+from deepknn import registry
 from deepknn.leave_one_out import (DEFAULT_BATCHSIZE, Interpretation, chunked_rows,
                                    full_input, run_leave_one_out, split_example)
 from nlp_utils import UserError
@@ -51,42 +52,17 @@ from nlp_utils import UserError
 DEFAULT_METHODS = ('conformity', 'confidence', 'gradient')   # the paper's Table 2
 
 # name -> Interpreter subclass, in the order the classes were defined (the order of
-# --help and of error messages). Filled by Interpreter.__init_subclass__.
-REGISTRY = {}
+# --help and of error messages).
+REGISTRY = registry.Registry('interpretation method')
 
 
-def register(cls):
-    """Add `cls` to REGISTRY under cls.name; ValueError if the name is taken or a fact
-    is missing. Defining a subclass of Interpreter with a `name` calls this."""
-    name = cls.name
-    if not isinstance(name, str) or not name or name != name.strip() or ',' in name:
-        raise ValueError('{} needs a method name without commas or surrounding spaces, '
-                         'got {!r}'.format(cls.__qualname__, name))
-    if not isinstance(cls.description, str) or not cls.description.strip() \
-            or '\n' in cls.description:
-        raise ValueError('method {!r} ({}) needs a one-line description'.format(
-            name, cls.__qualname__))
-    if name in REGISTRY:
-        raise ValueError('interpretation method {!r} is already registered by {}.{}; '
-                         'choose another name'.format(
-                             name, REGISTRY[name].__module__, REGISTRY[name].__qualname__))
-    REGISTRY[name] = cls
-    return cls
-
-
-class Interpreter:
+class Interpreter(REGISTRY.Registered):
     """An input in, one importance value per token out (see the module docstring).
-    A subclass that sets `name` registers itself; one without is abstract."""
-    name = None                  # the method's name in REGISTRY, --methods and reports
-    description = None           # one line, shown in --help
+    A subclass that sets `name` (and a one-line `description`, shown in --help)
+    registers itself in REGISTRY (deepknn/registry.py); one without is abstract."""
     score_meaning = 'the score of the prediction'   # what Interpretation.score is
     needs_dknn = False           # from_setup needs a fitted, calibrated DkNN
     needs_temperature = False    # from_setup reads temperature.json (from scaling.py)
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if cls.__dict__.get('name') is not None:
-            register(cls)
 
     def __init__(self, model, vocab):
         self.model = model
@@ -209,14 +185,7 @@ def parse_methods(methods, argument='methods'):
     """'a,b' or a list -> tuple of distinct registered method names, in the order given;
     UserError if one is unknown or none is given. `argument`: what the message calls
     the value (a command line passes its flag)."""
-    names = methods.split(',') if isinstance(methods, str) else list(methods)
-    names = [name.strip() for name in names if name.strip()]
-    unknown = [name for name in names if name not in REGISTRY]
-    if unknown or not names:
-        raise UserError('{}: {}; choose from {}'.format(
-            argument, 'unknown interpretation method(s) ' + ', '.join(unknown) if unknown
-            else 'no interpretation method given', ', '.join(REGISTRY)))
-    return tuple(dict.fromkeys(names))
+    return REGISTRY.parse(methods, argument)
 
 
 class MethodPlan(collections.namedtuple('MethodPlan', 'methods temperature notes')):
@@ -257,7 +226,7 @@ def plan_methods(methods, result_dir, optional=(), argument='methods'):
 
 def describe_methods():
     """'name: description; ...' over the registry, for --help."""
-    return '; '.join('{}: {}'.format(name, cls.description) for name, cls in REGISTRY.items())
+    return REGISTRY.describe()
 
 
 def needs_dknn(methods):

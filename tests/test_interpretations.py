@@ -655,3 +655,26 @@ def test_cli_writes_page_csv_and_png_together_or_not_at_all(any_run_path, setup_
                      '--out', str(tmp_path), '--name', 'maps', '--png', '--overwrite'])
     assert [p.read_text() for p in paths] == ['old'] * 3       # nothing half new
     assert sorted(p.name for p in tmp_path.iterdir()) == ['maps.csv', 'maps.html', 'maps.png']
+
+
+def test_one_registry_mechanism_holds_any_kind_of_class():
+    """deepknn/registry.py: the rules the interpretation methods follow, for any kind."""
+    from deepknn import registry
+    scorers = registry.Registry('scorer')
+
+    class Scorer(scorers.Registered):
+        pass                                    # abstract: no name, not registered
+
+    class MaxSoftmax(Scorer):
+        name, description = 'max-softmax', 'the largest softmax probability'
+    assert list(scorers) == ['max-softmax'] and scorers['max-softmax'] is MaxSoftmax
+    assert scorers.describe() == 'max-softmax: the largest softmax probability'
+    assert scorers.parse('max-softmax, max-softmax', '--scorers') == ('max-softmax',)
+    with pytest.raises(UserError, match='^--scorers: unknown scorer\\(s\\) energy; choose from '
+                                        'max-softmax$'):
+        scorers.parse('energy', '--scorers')
+    with pytest.raises(ValueError, match="scorer 'max-softmax' is already registered"):
+        type('Again', (Scorer,), {'name': 'max-softmax', 'description': 'x'})
+    with pytest.raises(ValueError, match="scorer 'two' .* needs a one-line description"):
+        type('Two', (Scorer,), {'name': 'two', 'description': 'a\nb'})
+    assert 'max-softmax' not in saliency.REGISTRY          # registries are apart
