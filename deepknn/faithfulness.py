@@ -1,7 +1,7 @@
 """Faithfulness of word-importance rankings: ERASER's comprehensiveness and sufficiency
 (DeYoung et al. 2020), deletion and insertion curves, and the random and reversed
 baselines. The statistics over the results (curve areas and means, agreement between
-methods, bootstrap intervals) are in faithfulness_stats.
+methods) are in faithfulness_stats, the bootstrap intervals in evaluation/statistics.py.
 
 A sentence of n words (for NLI pairs: the hypothesis; the caller keeps the premise) is
 changed only by deleting words. A variant is described by the positions it keeps, a

@@ -44,6 +44,7 @@ import numpy as np
 
 from deepknn import faithfulness
 from deepknn import faithfulness_stats
+from deepknn.evaluation import statistics
 from deepknn import saliency
 from deepknn.leave_one_out import ChunkOutputs, chunked_rows, full_input, split_example
 from nlp_utils import UserError
@@ -118,7 +119,7 @@ class Summary:
     classifier: str
     method: str
     measure: str
-    interval: faithfulness_stats.Interval
+    interval: statistics.Interval
     baseline: str = None
 
 
@@ -285,7 +286,7 @@ def summarize(run, n_resamples=1000, confidence=0.95, seed=0):
             values = measure_values(measured.result, ranking, run.curves)
             if ranking in measured.same_prediction:
                 values['same_y'] = measured.same_prediction[ranking].astype(np.float64)
-            rows += [Summary(name, ranking, measure, faithfulness_stats.bootstrap_ci(
+            rows += [Summary(name, ranking, measure, statistics.bootstrap_ci(
                 v, n_resamples, confidence, seed)) for measure, v in values.items()]
     return rows
 
@@ -301,7 +302,7 @@ def paired_differences(run, pairs=DIFFERENCE_PAIRS, n_resamples=1000, confidence
                 continue
             a = measure_values(measured.result, method, run.curves)
             b = measure_values(measured.result, baseline, run.curves)
-            rows += [Summary(name, method, measure, faithfulness_stats.paired_bootstrap_ci(
+            rows += [Summary(name, method, measure, statistics.paired_bootstrap_ci(
                 a[measure], b[measure], n_resamples, confidence, seed), baseline)
                 for measure in HEADLINE_MEASURES if measure in a]
     return rows

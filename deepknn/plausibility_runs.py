@@ -1,6 +1,6 @@
 """Plausibility of every interpretation method on a trained SST model: plausibility.py's
 measures of each method's maps (saliency.interpret_all) against the treebank's human
-rationales, with bootstrap intervals and paired differences (faithfulness_stats).
+rationales, with bootstrap intervals and paired differences (evaluation/statistics.py).
 
 For a loaded setup, its token-level examples and their trees (sst_trees.align),
 `run_plausibility` computes every method's maps, adds the seeded random baseline
@@ -16,7 +16,7 @@ import numpy as np
 import tqdm
 
 from deepknn import faithfulness_runs
-from deepknn import faithfulness_stats
+from deepknn.evaluation import statistics
 from deepknn import plausibility
 from deepknn import saliency
 from deepknn import sst_trees
@@ -47,7 +47,7 @@ class Summary:
     for the paired difference measure(method) - measure(baseline)."""
     method: str
     measure: str
-    interval: faithfulness_stats.Interval
+    interval: statistics.Interval
     baseline: str = None
 
 
@@ -142,7 +142,7 @@ def measure_all(per_sentence, humans, thresholds, progress=None):
 def summarize(run, n_resamples=1000, confidence=0.95, seed=0):
     """[Summary]: every method (and the random baseline) x measure, bootstrap over the
     sentences where the measure has a value."""
-    return [Summary(method, measure, faithfulness_stats.bootstrap_ci(
+    return [Summary(method, measure, statistics.bootstrap_ci(
         values, n_resamples, confidence, seed))
         for method, measures in run.values.items() for measure, values in measures.items()]
 
@@ -152,7 +152,7 @@ def paired_differences(run, pairs=faithfulness_runs.DIFFERENCE_PAIRS, n_resample
     """[Summary] of measure(method) - measure(baseline) on the same sentences, for each
     pair of faithfulness_runs.DIFFERENCE_PAIRS (conformity - confidence, conformity -
     gradient) whose methods both ran, and each measure."""
-    return [Summary(method, measure, faithfulness_stats.paired_bootstrap_ci(
+    return [Summary(method, measure, statistics.paired_bootstrap_ci(
         run.values[method][measure], run.values[baseline][measure], n_resamples, confidence,
         seed), baseline)
         for method, baseline in pairs if method in run.methods and baseline in run.methods

@@ -8,6 +8,7 @@ import pytest
 
 from deepknn import faithfulness as fa
 from deepknn import faithfulness_stats as fs
+from deepknn.evaluation import statistics
 from nlp_utils import UserError
 
 
@@ -264,12 +265,12 @@ def test_paired_difference_of_a_method_with_itself_is_exactly_zero():
     model, lengths, true = bag_of_words_setup()
     result = fa.evaluate(lengths, fa.with_baselines({'true': true}, lengths), model)
     t, rev = result.methods['true'], result.methods['reversed true']
-    itself = fs.paired_bootstrap_ci(t.aopc_comp, t.aopc_comp)
+    itself = statistics.paired_bootstrap_ci(t.aopc_comp, t.aopc_comp)
     assert (itself.mean, itself.low, itself.high) == (0.0, 0.0, 0.0)
     assert not itself.excludes_zero
-    beats = fs.paired_bootstrap_ci(t.aopc_comp, rev.aopc_comp)
+    beats = statistics.paired_bootstrap_ci(t.aopc_comp, rev.aopc_comp)
     assert beats.low > 0 and beats.excludes_zero
     with pytest.raises(UserError, match='confidence'):
-        fs.bootstrap_ci([1.0, 2.0], confidence=1.0)
+        statistics.bootstrap_ci([1.0, 2.0], confidence=1.0)
     with pytest.raises(UserError, match='values_a'):
-        fs.paired_bootstrap_ci([1.0], [1.0, 2.0])
+        statistics.paired_bootstrap_ci([1.0], [1.0, 2.0])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from deepknn import faithfulness_stats as fs
+from deepknn.evaluation import statistics
 from nlp_utils import UserError
 
 
@@ -47,7 +48,7 @@ def test_kendall_agreement_known_values_and_undefined_sentences():
 def test_bootstrap_interval_contains_the_mean_and_narrows_with_more_sentences():
     rng = np.random.default_rng(0)
     few, many = rng.normal(0.3, 0.2, size=20), rng.normal(0.3, 0.2, size=500)
-    small, large = fs.bootstrap_ci(few), fs.bootstrap_ci(many)
+    small, large = statistics.bootstrap_ci(few), statistics.bootstrap_ci(many)
     for interval, values in ((small, few), (large, many)):
         assert interval.mean == pytest.approx(values.mean())
         assert interval.low < interval.mean < interval.high
@@ -55,6 +56,6 @@ def test_bootstrap_interval_contains_the_mean_and_narrows_with_more_sentences():
     # 500 normal values: the 95% interval is close to mean +- 1.96 standard errors.
     half_width = 1.96 * many.std() / np.sqrt(len(many))
     assert (large.high - large.low) / 2 == pytest.approx(half_width, rel=0.15)
-    assert fs.bootstrap_ci(few, seed=1) == fs.bootstrap_ci(few, seed=1)
-    assert small.n == 20 and fs.bootstrap_ci(np.r_[few, np.nan]).n == 20
-    assert fs.bootstrap_ci(np.array([np.nan])).n == 0
+    assert statistics.bootstrap_ci(few, seed=1) == statistics.bootstrap_ci(few, seed=1)
+    assert small.n == 20 and statistics.bootstrap_ci(np.r_[few, np.nan]).n == 20
+    assert statistics.bootstrap_ci(np.array([np.nan])).n == 0
