@@ -26,7 +26,8 @@ from deepknn import result_folder
 from deepknn import saliency
 from deepknn import saliency_scores
 
-HIGHLIGHT_METHODS = ('gradient', 'confidence', 'conformity')
+# The importances whose highlights Feng et al.'s Table 2 counts (its columns, in order).
+TABLE2_METHODS = ('gradient', 'confidence', 'conformity')
 
 
 MEASURES = 'entropy_measures.json'   # per model folder: {measure_key: measure() row}
@@ -103,7 +104,7 @@ def measure(setup, settings):
     stats = input_reduction.summarize(reductions, view)
     dknn_summary = dknn_evaluation.summary(dknn_evaluation.evaluate_split(
         setup, dknn, 'test', setup.splits.test, settings.dknn))
-    maps = saliency.interpret_all(setup, HIGHLIGHT_METHODS, setup.splits.test[:settings.limit],
+    maps = saliency.interpret_all(setup, TABLE2_METHODS, setup.splits.test[:settings.limit],
                                   dknn, batchsize)
     row = {'dev_accuracy': 100 * nets.accuracy(setup.model, setup.dev, batchsize),
            'test_accuracy': 100 * nets.accuracy(setup.model, setup.test, batchsize),
@@ -112,7 +113,7 @@ def measure(setup, settings):
            'reduced_confidence': stats['mean_confidence_after'],
            'reduced_credibility': stats['mean_credibility_after'],
            'dknn_test_accuracy': 100 * dknn_summary['dknn_accuracy']}
-    for method in HIGHLIGHT_METHODS:
+    for method in TABLE2_METHODS:
         # One-word inputs have no leave-one-out map (NaN) and are left out.
         counts = [saliency_scores.highlighted(m.scores).sum() for m in maps[method]
                   if not np.isnan(m.scores).any()]
@@ -123,7 +124,7 @@ def measure(setup, settings):
 # The columns of a row, in order (a cached row comes back with its keys sorted).
 MEASURED = ('dev_accuracy', 'test_accuracy', 'reduced_length', 'reduced_1_2_words',
             'reduced_confidence', 'reduced_credibility', 'dknn_test_accuracy') + tuple(
-                'highlights_' + method for method in HIGHLIGHT_METHODS)
+                'highlights_' + method for method in TABLE2_METHODS)
 
 
 def table_row(run, before, after):

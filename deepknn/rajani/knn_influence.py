@@ -148,7 +148,7 @@ def self_vote_ranking(classifier, train_vectors, losses, k=16):
     return np.lexsort((np.arange(len(losses)), -losses, -against))
 
 
-FRACTIONS = np.round(np.linspace(0, 1, 101), 2)
+FRACTIONS = np.asarray(knn.HUNDREDTHS)   # of the training data, for the recall curves
 PAPER_RULE = 'kNN rule (paper)'     # the flagged set of candidate_mislabeled
 RULE_RANKING = 'kNN rule (counts)'  # its training examples by rule_counts
 

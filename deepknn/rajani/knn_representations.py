@@ -27,7 +27,9 @@ from nlp_utils import UserError
 EPSILON = 1e-5                      # the paper's epsilon in (h - mu) / (sigma + epsilon)
 TABLE4_KS = (16, 64)   # the k values of Rajani et al.'s Table 4, always tuned over
 TEMPERATURES = (0.1, 1.0, 10.0, 100.0, 1000.0)
-THRESHOLDS = tuple(np.round(np.linspace(0, 1, 101), 2))
+# 0, 0.01, ..., 1: the grid of tau (THRESHOLDS) and of the detection curves' data fractions.
+HUNDREDTHS = tuple(np.round(np.linspace(0, 1, 101), 2))
+THRESHOLDS = HUNDREDTHS
 
 
 def check_k(k, n_train, name='k'):
