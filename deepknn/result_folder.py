@@ -156,7 +156,7 @@ def _acquire(path, folder, wait=None):
     """Open and flock `path` -> the open file. A holder is waited for when `wait` =
     (purpose, seconds) and its line names that purpose; otherwise, or past that time,
     a UserError names `folder` (what the lock guards) and the holder."""
-    deadline, told = None, False
+    deadline, told, unwritten_polls = None, False, 0
     while True:
         try:
             handle = open(path, 'a+', encoding='utf-8')
@@ -169,8 +169,14 @@ def _acquire(path, folder, wait=None):
             if error.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             handle.seek(0)
-            holder = handle.read().strip() or 'another process'
+            holder = handle.read().strip()
             handle.close()
+            if not holder and unwritten_polls < _UNWRITTEN_POLLS:
+                # A holder writes its line just after it took the lock: read it again.
+                unwritten_polls += 1
+                time.sleep(_POLL_SECONDS)
+                continue
+            holder = holder or 'another process'
             if holder.startswith('pid {} '.format(os.getpid())):
                 holder += ', this very command: is the same folder given twice?'
             elif wait and '({},'.format(wait[0]) in holder:
@@ -194,6 +200,7 @@ def _acquire(path, folder, wait=None):
 
 
 _POLL_SECONDS = 0.2
+_UNWRITTEN_POLLS = 25      # how long (x _POLL_SECONDS) a holder may take to write its line
 _TEMPORARY = re.compile(r'^\.tmp-(\d+)-')
 
 

@@ -171,3 +171,31 @@ def test_an_unknown_model_in_args_json_is_one_line(run, tmp_path, capsys):
                                    "one of cnn, bilstm, rnn, bow, minilm, transformer; restore "
                                    "the file or re-train".format(
                                        os.path.join(folder, 'args.json'))]
+
+
+SLOW_HOLDER = '''
+import fcntl, os, socket, sys, time
+with open({path!r}, 'a+') as handle:
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    print('locked', flush=True)
+    time.sleep(0.6)                     # its line not written yet
+    handle.write('pid {{}} on {{}} (writing the DkNN caches, since now)\\n'.format(
+        os.getpid(), socket.gethostname()))
+    handle.flush()
+    time.sleep(0.6)
+    os.remove({path!r})
+'''
+
+
+def test_a_holder_that_has_not_written_its_line_yet_is_read_again(run, capsys):
+    """The race of a second builder that reads the lock file between the first's flock
+    and its line (seen on a loaded machine): it was refused as 'another process'."""
+    remove_caches(run)
+    path = result_folder._sibling(run.result_dir, 'lock')
+    holder = subprocess.Popen([sys.executable, '-c', SLOW_HOLDER.format(path=path)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == 'locked'
+    built = dknn_lib.dknn_from_setup(run, DkNNSettings(5))
+    holder.wait(timeout=60)
+    assert built.calibration_scores is not None
+    assert 'waiting for {} (pid {} '.format(run.result_dir, holder.pid) in capsys.readouterr().err
