@@ -83,9 +83,10 @@ class NeighborIndex:
         return self.hold(vectors)
 
     def hold(self, vectors):
-        """Keep the indexed float32 vectors (N, D), a reference where possible, for the
-        neighbour rule's exact distances; returns self."""
-        self.vectors = _as_matrix(vectors, 'activations')
+        """Keep the indexed vectors (N, D), checked finite by the caller, as float32 (a
+        reference where they are already) for the neighbour rule's exact distances;
+        returns self."""
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self.max_norm = neighbor_rule.max_row_norm(self.vectors)
         return self
 
