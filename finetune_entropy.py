@@ -16,10 +16,10 @@ import os
 from deepknn import cli
 from deepknn.feng import entropy_regularization as er
 from deepknn.feng import input_reduction
-from deepknn import model_setup
+from deepknn.models import model_setup
 import nlp_utils
-from deepknn import result_folder
-from deepknn import saliency
+from deepknn.storage import result_folder
+from deepknn.interpret import saliency
 
 
 # The importances that need neither a DkNN nor temperature.json (the registry decides).

@@ -14,14 +14,14 @@ saliency_report.py, the PNG pages by saliency_png.py.
 import os
 
 from deepknn import cli
-from deepknn import dknn as dknn_lib
-from deepknn import model_setup
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.models import model_setup
 import nlp_utils
-from deepknn import leave_one_out
-from deepknn import saliency
+from deepknn.interpret import leave_one_out
+from deepknn.interpret import saliency
 from deepknn.reports import saliency_png
 from deepknn.reports import saliency_report
-from deepknn import saliency_scores
+from deepknn.interpret import saliency_scores
 from nlp_utils import UserError
 
 

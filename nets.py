@@ -24,7 +24,7 @@ import numpy as np
 import threadpoolctl
 import tqdm
 
-from deepknn.ragged_lstm import ragged_lstm
+from deepknn.models.ragged_lstm import ragged_lstm
 
 
 MODELS = ('cnn', 'bilstm', 'rnn', 'bow')

@@ -10,7 +10,8 @@ import zlib
 import chainer
 import numpy as np
 
-from deepknn import file_groups, manifest
+from deepknn.storage import file_groups
+from deepknn.storage import manifest
 
 EOS = '<eos>'
 UNK = '<unk>'
@@ -49,7 +50,7 @@ def atomic_write_files(writes):
     first and all are renamed only once every one succeeded; a rename that fails puts
     back the files already replaced (file_groups.replace_together), so a failure leaves all the old
     files as they were (a report and its data never end up half new). Files written
-    below a result folder are recorded in its manifest (deepknn.manifest). No writes:
+    below a result folder are recorded in its manifest (deepknn.storage.manifest). No writes:
     nothing happens."""
     if not writes:
         return

@@ -26,30 +26,30 @@ import os
 import numpy as np
 
 from deepknn import cli
-from deepknn import dknn_evaluation
-from deepknn import faithfulness_runs
+from deepknn.neighbors import dknn_evaluation
+from deepknn.faithfulness import runs as faithfulness_runs
 from deepknn.feng import input_reduction
 from deepknn.feng import measures
-from deepknn import model_setup
-from deepknn import plausibility as plausibility_lib
-from deepknn import plausibility_runs
-from deepknn import pretrained
-from deepknn import runs
-from deepknn import sst_trees
+from deepknn.models import model_setup
+from deepknn.plausibility import measures as plausibility_lib
+from deepknn.plausibility import runs as plausibility_runs
+from deepknn.models import pretrained
+from deepknn.neighbors import trained_run
+from deepknn.data import sst_trees
 import nets
 import nlp_utils
 import text_datasets
-from deepknn.reports import faithfulness_report
+from deepknn.faithfulness import report as faithfulness_report
 from deepknn.reports import paper_analyses
 from deepknn.reports import paper_numbers
-from deepknn.reports import plausibility_report
+from deepknn.plausibility import report as plausibility_report
 from deepknn.reports import plots
 from deepknn.reports import table1 as table1_report
 from deepknn.reports import tables
 from deepknn.reports import training_table
-from deepknn import saliency
-from deepknn import saliency_scores
-from deepknn import calibration
+from deepknn.interpret import saliency
+from deepknn.interpret import saliency_scores
+from deepknn.evaluation import calibration
 from deepknn.reports.tables import markdown_table, write_table
 from nlp_utils import UserError
 
@@ -125,9 +125,9 @@ def check_run_exists(args):
 
 def load_run(args, needs_temperature=False, check=None):
     """(setup, DkNN) of --run with the DkNN its flags ask for; `check(setup)` and a
-    missing temperature.json fail before the slow DkNN build (runs.load_run)."""
+    missing temperature.json fail before the slow DkNN build (trained_run.load_run)."""
     folder = check_run_exists(args)
-    return runs.load_run(folder, cli.dknn_settings(args, folder), needs_temperature, check)
+    return trained_run.load_run(folder, cli.dknn_settings(args, folder), needs_temperature, check)
 
 
 def analysis(args):
@@ -223,7 +223,7 @@ def faithfulness(args):
 
     ERASER comprehensiveness/sufficiency, AOPC and deletion/insertion areas of each
     method's ranking (and the random and reversed baselines) with bootstrap intervals,
-    paired differences, and the methods' Kendall agreement (faithfulness_runs.py)."""
+    paired differences, and the methods' Kendall agreement (faithfulness/trained_run.py)."""
     methods = args.methods or faithfulness_runs.DEFAULT_METHODS
     # Only a method nobody named may be left out (calibrated without temperature.json).
     optional = () if args.methods else methods
@@ -331,7 +331,7 @@ def plausibility(args):
 
     ERASER's AUPRC, top-k token and IOU F1 and the rank correlation of each method's map
     (and a seeded random one) with the treebank's rationales, the extraneous words of
-    section 5.1, bootstrap intervals and paired differences (plausibility_runs.py)."""
+    section 5.1, bootstrap intervals and paired differences (plausibility/trained_run.py)."""
     methods = args.methods     # checked as the flags were read
     found = {}
 

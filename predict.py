@@ -15,12 +15,12 @@ softmax columns only.
 import sys
 
 from deepknn import cli
-from deepknn import calibration
-from deepknn import dknn as dknn_lib
-from deepknn import dknn_evaluation
-from deepknn import model_setup
-from deepknn import result_folder
-from deepknn import saliency
+from deepknn.evaluation import calibration
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.neighbors import dknn_evaluation
+from deepknn.models import model_setup
+from deepknn.storage import result_folder
+from deepknn.interpret import saliency
 from deepknn.reports import saliency_report
 from deepknn.reports.tables import markdown_table, table_writes
 import nlp_utils

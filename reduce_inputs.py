@@ -14,14 +14,14 @@ import time
 
 from deepknn.reports import paper_numbers
 from deepknn import cli
-from deepknn import dknn as dknn_lib
+from deepknn.neighbors import dknn as dknn_lib
 from deepknn.feng import input_reduction
-from deepknn import model_setup
+from deepknn.models import model_setup
 import nlp_utils
 from deepknn.reports import reduction_report
-from deepknn import result_folder
-from deepknn import leave_one_out
-from deepknn import saliency
+from deepknn.storage import result_folder
+from deepknn.interpret import leave_one_out
+from deepknn.interpret import saliency
 from nlp_utils import UserError
 from deepknn.reports.tables import table_writes
 

@@ -15,11 +15,11 @@ import os
 import sys
 
 from deepknn import cli
-from deepknn import dknn as dknn_lib
-from deepknn import dknn_evaluation
-from deepknn import model_setup
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.neighbors import dknn_evaluation
+from deepknn.models import model_setup
 import nlp_utils
-from deepknn import result_folder
+from deepknn.storage import result_folder
 from nlp_utils import UserError
 
 

@@ -23,17 +23,17 @@ import numpy as np
 
 from deepknn.reports import paper_numbers
 from deepknn import cli
-from deepknn import dknn
-from deepknn import dknn_settings
+from deepknn.neighbors import dknn
+from deepknn.neighbors import dknn_settings
 from deepknn.rajani import knn_influence
 from deepknn.rajani import label_issues
 from deepknn.reports import knn_report
 from deepknn.reports import knn_tables
 from deepknn.rajani import knn_representations as knn
-from deepknn import model_setup
+from deepknn.models import model_setup
 import nlp_utils
 import text_datasets
-from deepknn import result_folder
+from deepknn.storage import result_folder
 from deepknn.reports import saliency_report
 from nlp_utils import UserError
 from deepknn.reports.tables import markdown_table, write_table

@@ -2,14 +2,14 @@
 
 CLI: python scaling.py --model-setup results/<dataset>_<model>/args.json
 writes temperature.json and reliability_temperature.png next to args.json (the maths is
-deepknn/calibration.py).
+deepknn/evaluation/calibration.py).
 """
 import os
 import sys
 
 import numpy as np
 
-from deepknn.calibration import (N_BINS, TEMPERATURE_FILE, calibration_summary,
+from deepknn.evaluation.calibration import (N_BINS, TEMPERATURE_FILE, calibration_summary,
                                  expected_calibration_error, load_temperature, nll,
                                  reliability_curve, softmax)
 from deepknn import cli
@@ -78,8 +78,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     # Imported here because it pulls in Chainer, which the functions above do not need.
-    from deepknn.model_setup import load_setup
-    from deepknn.result_folder import lock
+    from deepknn.models.model_setup import load_setup
+    from deepknn.storage.result_folder import lock
     setup = load_setup(args.model_setup, gpu=args.gpu, data_dir=args.data_dir)
     fitting = args.split is None and args.eval_file is None
     name, examples = setup.evaluation_examples('calib' if fitting else args.split, args.eval_file, args.skip_bad_lines)

@@ -2,8 +2,8 @@
 
 An example is `(tokens, label)`: `tokens` is a list of str (for pair datasets a tuple
 `(premise_tokens, hypothesis_tokens)`) and `label` an int indexing `Dataset.label_names`.
-Where the files come from is data_files.py; how each format is read, text_readers.py;
-the train/dev/calibration splits of a run, deepknn/splits.py.
+Where the files come from is data/sources.py; how each format is read, text_readers.py;
+the train/dev/calibration splits of a run, deepknn/data/splits.py.
 """
 import collections
 import json
@@ -15,9 +15,9 @@ from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
-from deepknn import data_files
-from deepknn import eval_sets
-from deepknn import text_readers
+from deepknn.data import sources
+from deepknn.data import eval_sets
+from deepknn.data import text_readers
 from nlp_utils import UserError
 
 Tokens = Union[List[str], Tuple[List[str], List[str]]]
@@ -201,8 +201,8 @@ def _split_paths(name, spec, data_dir, given):
         if role not in files:
             return None
         if data_dir is not None:
-            return data_files.find_in_data_dir(name, spec, files[role], data_dir)
-        return data_files.find_in_cache(name, spec, files[role])
+            return sources.find_in_data_dir(name, spec, files[role], data_dir)
+        return sources.find_in_cache(name, spec, files[role])
 
     if 'all' in files:
         return {'all': default('all')}
@@ -279,7 +279,7 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
     """Read dataset `name` (a key of DATASETS) and return a Dataset.
 
     `data_dir` (or $DKNN_DATA_DIR) names a folder with the files; without one they are
-    downloaded into data_files.cache_dir(). `train_file`/`dev_file`/`test_file` replace the default
+    downloaded into sources.cache_dir(). `train_file`/`dev_file`/`test_file` replace the default
     files (required for 'custom': `.jsonl` files are pairs, others `label text` lines).
     `seed` fixes the 90/10 split of single-file datasets (custrev, mpqa, rt-polarity,
     subj). Malformed lines raise UserError unless `skip_bad_lines` (then counted in
@@ -293,7 +293,7 @@ def load_dataset(name, data_dir=None, train_file=None, dev_file=None, test_file=
         reader_format, paths = _custom_format(train_file, dev_file, test_file), given
     else:
         reader_format = spec['format']
-        paths = _split_paths(name, spec, data_files.resolve_data_dir(data_dir), given)
+        paths = _split_paths(name, spec, sources.resolve_data_dir(data_dir), given)
     reading = text_readers.Reading(char_based=char_based, skip_bad_lines=skip_bad_lines,
                        snli_majority=snli_majority,
                        integer_labels=reader_format == 'labeled_lines' and name != 'custom',

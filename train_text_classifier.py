@@ -6,13 +6,17 @@
 
 Writes results/<dataset>_<model>/: best_model.npz (best dev accuracy), vocab.json,
 args.json, calib.json, log (per-epoch JSON), train.log and train_result.json. The
-training itself is deepknn/training.py; this file maps flags to its RunConfig.
+training itself is deepknn/models/training.py; this file maps flags to its RunConfig.
 """
 import os
 
 import nets
 import text_datasets
-from deepknn import cli, data_files, model_setup, run_config, training
+from deepknn import cli
+from deepknn.data import sources
+from deepknn.models import model_setup
+from deepknn.storage import run_config
+from deepknn.models import training
 from nlp_utils import UserError
 
 # Defaults that depend on the model: (Chainer models, pretrained transformers).
@@ -125,7 +129,7 @@ def make_config(args):
     if transformer and args.word_vectors:
         raise UserError('--word_vectors is for the Chainer models; a transformer has its own '
                         'word-piece embeddings')
-    flags.update(data_dir=absolute(data_files.resolve_data_dir(args.data_dir)),
+    flags.update(data_dir=absolute(sources.resolve_data_dir(args.data_dir)),
                  word_vectors=absolute(args.word_vectors), train_file=absolute(args.train_file),
                  dev_file=absolute(args.dev_file), test_file=absolute(args.test_file),
                  vocab_path='vocab.json', model_path='best_model.npz', n_class=0, pair=False)

@@ -19,8 +19,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from deepknn import cli  # noqa: E402
-from deepknn import knn_index  # noqa: E402
-from deepknn import model_setup  # noqa: E402
+from deepknn.neighbors import knn_index  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
 import nets  # noqa: E402
 import nlp_utils  # noqa: E402
 

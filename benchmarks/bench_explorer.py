@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from starlette.testclient import TestClient  # noqa: E402
 
 from deepknn import cli  # noqa: E402
-from deepknn import model_setup  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
 from deepknn.explorer import app as explorer_app  # noqa: E402
 from deepknn.explorer import session as explorer  # noqa: E402
 from deepknn.reports.tables import markdown_table  # noqa: E402

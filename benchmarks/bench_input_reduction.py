@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from deepknn import cli  # noqa: E402
 from deepknn.feng import input_reduction  # noqa: E402
-from deepknn import model_setup  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
 
 

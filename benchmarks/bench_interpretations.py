@@ -20,10 +20,10 @@ import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from deepknn import cli  # noqa: E402
-from deepknn import saliency  # noqa: E402
-from deepknn import model_setup  # noqa: E402
+from deepknn.interpret import saliency  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
 import nlp_utils  # noqa: E402
-from deepknn import dknn as dknn_lib  # noqa: E402
+from deepknn.neighbors import dknn as dknn_lib  # noqa: E402
 
 
 def conformity_one_by_one(setup, dknn, tokens):

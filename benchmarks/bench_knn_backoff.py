@@ -21,8 +21,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from deepknn.rajani import knn_representations as knn  # noqa: E402
 from deepknn import cli  # noqa: E402
-from deepknn import model_setup  # noqa: E402
-from deepknn import calibration  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
+from deepknn.evaluation import calibration  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 
 

@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from deepknn import cli  # noqa: E402
 
-from deepknn.knn_index import make_index  # noqa: E402
+from deepknn.neighbors.knn_index import make_index  # noqa: E402
 from nlp_utils import UserError, atomic_write_text  # noqa: E402
 
 BENCH_BACKENDS = {   # name -> (make_index backend, options); faiss-flat is the exact reference

@@ -1,4 +1,4 @@
-"""BiLSTM training speed on CPU: Chainer's L.NStepBiLSTM forward pass vs deepknn.ragged_lstm.
+"""BiLSTM training speed on CPU: Chainer's L.NStepBiLSTM forward pass vs deepknn.models.ragged_lstm.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_lstm.py --data-dir ../shared/data --batches 20
 
@@ -26,7 +26,7 @@ from deepknn import cli  # noqa: E402
 import nets  # noqa: E402
 import nlp_utils  # noqa: E402
 import text_datasets  # noqa: E402
-from deepknn.splits import make_splits  # noqa: E402
+from deepknn.data.splits import make_splits  # noqa: E402
 
 
 def nstep_link_forward(encoder, embedded):
@@ -103,7 +103,7 @@ def main():
         '| forward pass | s/batch | s/epoch (extrapolated) | speed-up |\n'
         '| --- | --- | --- | --- |\n'
         '| (a) L.NStepBiLSTM (before) | {:.3f} | {:.0f} | 1.0x |\n'
-        '| (b) deepknn.ragged_lstm (ours) | {:.3f} | {:.0f} | {:.2f}x |\n\n'
+        '| (b) deepknn.models.ragged_lstm (ours) | {:.3f} | {:.0f} | {:.2f}x |\n\n'
         'Largest absolute logit difference between (a) and (b), test mode, first batch: '
         '{:.2g}\n').format(
         len(batches), args.batchsize, np.mean(lengths), epoch_batches, n_train,

@@ -17,12 +17,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from deepknn import cli  # noqa: E402
-from deepknn import dknn as dknn_lib  # noqa: E402
-from deepknn import faithfulness_runs  # noqa: E402
-from deepknn import model_setup  # noqa: E402
-from deepknn import plausibility_runs  # noqa: E402
-from deepknn import saliency  # noqa: E402
-from deepknn import sst_trees  # noqa: E402
+from deepknn.neighbors import dknn as dknn_lib  # noqa: E402
+from deepknn.faithfulness import runs as faithfulness_runs  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
+from deepknn.plausibility import runs as plausibility_runs  # noqa: E402
+from deepknn.interpret import saliency  # noqa: E402
+from deepknn.data import sst_trees  # noqa: E402
 import nlp_utils  # noqa: E402
 
 

@@ -26,8 +26,9 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from bench_knn_backoff import median_and_range, timed  # noqa: E402
 from deepknn import cli  # noqa: E402
-from deepknn import dknn as dknn_lib  # noqa: E402
-from deepknn import knn_index, model_setup  # noqa: E402
+from deepknn.neighbors import dknn as dknn_lib  # noqa: E402
+from deepknn.neighbors import knn_index
+from deepknn.models import model_setup  # noqa: E402
 from deepknn.distributed import activations, search, shards  # noqa: E402
 from deepknn.distributed.engine import RayEngine  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402

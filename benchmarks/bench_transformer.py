@@ -29,11 +29,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from deepknn import cli  # noqa: E402
-from deepknn import dknn as dknn_lib  # noqa: E402
-from deepknn import leave_one_out  # noqa: E402
-from deepknn import model_setup  # noqa: E402
-from deepknn import saliency  # noqa: E402
-from deepknn import trainer  # noqa: E402
+from deepknn.neighbors import dknn as dknn_lib  # noqa: E402
+from deepknn.interpret import leave_one_out  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
+from deepknn.interpret import saliency  # noqa: E402
+from deepknn.models import chainer_trainer  # noqa: E402
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
@@ -114,7 +114,7 @@ class FineTuning:
         self.model, self.device = setup.model, setup.device
         self.saved = {name: p.array.copy() for name, p in self.model.namedparams()}
         self.classifier = L.Classifier(self.model, label_key='ys')
-        self.optimizer, hooks, _ = trainer.make_optimizer(setup.config, len(train))
+        self.optimizer, hooks, _ = chainer_trainer.make_optimizer(setup.config, len(train))
         self.optimizer.setup(self.classifier)
         for hook in hooks:
             self.optimizer.add_hook(hook)

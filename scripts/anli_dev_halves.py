@@ -17,7 +17,7 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
 from deepknn import cli  # noqa: E402
-from deepknn import eval_sets  # noqa: E402
+from deepknn.data import eval_sets  # noqa: E402
 import text_datasets  # noqa: E402
 from deepknn.rajani import robustness  # noqa: E402
 import nlp_utils  # noqa: E402

@@ -21,10 +21,10 @@ import numpy as np
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
 from deepknn import cli  # noqa: E402
-from deepknn import model_setup  # noqa: E402
-from deepknn import result_folder  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
+from deepknn.storage import result_folder  # noqa: E402
 import text_datasets  # noqa: E402
-from deepknn import training  # noqa: E402
+from deepknn.models import training  # noqa: E402
 from deepknn.rajani import knn_influence  # noqa: E402
 from deepknn.rajani import knn_representations as knn  # noqa: E402
 import nlp_utils  # noqa: E402

@@ -22,11 +22,11 @@ import numpy as np
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
 from deepknn import cli  # noqa: E402
-from deepknn import dknn  # noqa: E402
+from deepknn.neighbors import dknn  # noqa: E402
 from deepknn.rajani import knn_influence  # noqa: E402
 from deepknn.rajani import knn_representations as knn  # noqa: E402
-from deepknn import model_setup  # noqa: E402
-from deepknn import training  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
+from deepknn.models import training  # noqa: E402
 import nlp_utils  # noqa: E402
 from deepknn.reports import paper_numbers  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402

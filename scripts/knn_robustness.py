@@ -19,9 +19,9 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
 from deepknn import cli  # noqa: E402
-from deepknn import eval_sets  # noqa: E402
-from deepknn import model_setup  # noqa: E402
-from deepknn import result_folder  # noqa: E402
+from deepknn.data import eval_sets  # noqa: E402
+from deepknn.models import model_setup  # noqa: E402
+from deepknn.storage import result_folder  # noqa: E402
 from deepknn.rajani import robustness  # noqa: E402
 from deepknn.reports import robustness_tables  # noqa: E402
 from deepknn.reports.tables import markdown_table, table_writes  # noqa: E402

@@ -11,10 +11,10 @@ import sys
 
 import numpy as np
 
-from deepknn import dknn
+from deepknn.neighbors import dknn
 from deepknn.cli import run_cli
-from deepknn import model_setup
-from deepknn.dknn_settings import DkNNSettings
+from deepknn.models import model_setup
+from deepknn.neighbors.dknn_settings import DkNNSettings
 import nlp_utils
 import train_text_classifier
 
@@ -124,7 +124,7 @@ def npz_digest(path):
 HOLDER = '''
 import sys
 sys.path.insert(0, {root!r})
-from deepknn import result_folder
+from deepknn.storage import result_folder
 with result_folder.lock({folder!r}, {purpose!r}):
     print('held', flush=True)
     sys.stdin.read()        # until the test closes our stdin

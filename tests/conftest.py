@@ -5,7 +5,9 @@ import matplotlib
 import pytest
 
 matplotlib.use('Agg')
+# The checkout (the root commands) and tests/ (cli_helpers, shared by every folder's tests).
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # Tests pass data folders explicitly; the caller's DKNN_DATA_DIR must not leak in
 # (cleared at import so module-scoped fixtures do not see it either).
 os.environ.pop('DKNN_DATA_DIR', None)

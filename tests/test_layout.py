@@ -167,7 +167,7 @@ def layer_rule(importer_layer, imported_layer):
     """None if a module of `importer_layer` may import one of `imported_layer`, else
     the rule it breaks."""
     if imported_layer == CLI:
-        if importer_layer not in (COMMAND_LINE, CLI):   # cli.py re-exports command_line.py
+        if importer_layer not in (COMMAND_LINE, CLI):   # cli.py re-exports cli/plumbing.py
             return ('deepknn.cli (the command lines\' shared flags) may be imported only by '
                     'layer 5 (root scripts, scripts/, benchmarks/), not by {}'
                     .format(describe(importer_layer)))
@@ -325,6 +325,59 @@ def test_the_layer_table_lists_every_file_with_its_job():
                    module_name(path), path, {}) == COMMAND_LINE and path.endswith('.py'))
 
 
+# The folder table of docs/architecture.md ("Where is X?"): `| `deepknn/x/` | holds |`.
+_FOLDER_ROW = re.compile(r'^\| `(deepknn/\w+/)` \| (.*) \|$')
+# The only modules directly in deepknn/: the package and the one registry mechanism.
+TOP_LEVEL_MODULES = {'__init__.py', 'registry.py'}
+
+
+def read_folder_table(path=ARCHITECTURE_PAGE):
+    """{folder: what it holds} of the page's folder table."""
+    with open(path, encoding='utf-8') as f:
+        rows = [_FOLDER_ROW.match(line) for line in f.read().splitlines()]
+    return {m.group(1): m.group(2) for m in rows if m}
+
+
+def folder_violations(root=ROOT, table=None):
+    """Every deepknn/ folder listed, described by its __init__.py's first docstring line,
+    and no module directly in deepknn/ but TOP_LEVEL_MODULES."""
+    table = read_folder_table() if table is None else table
+    library = os.path.join(root, 'deepknn')
+    folders = {'deepknn/{}/'.format(name) for name in os.listdir(library)
+               if os.path.isdir(os.path.join(library, name)) and name != '__pycache__'}
+    problems = ['{} is not in the folder table'.format(f) for f in sorted(folders - set(table))]
+    problems += ['{} is listed but does not exist'.format(f) for f in sorted(set(table) - folders)]
+    for folder in sorted(folders & set(table)):
+        init = os.path.join(root, folder, '__init__.py')
+        with open(init, encoding='utf-8') as source:
+            job = (ast.get_docstring(ast.parse(source.read())) or '').split('\n')[0].strip()
+        if job != table[folder]:
+            problems.append('{}__init__.py says {!r}, the table {!r}'.format(
+                folder, job, table[folder]))
+    problems += ['deepknn/{} belongs in a folder'.format(name) for name in sorted(
+        os.listdir(library)) if name.endswith('.py') and name not in TOP_LEVEL_MODULES]
+    return problems
+
+
+def test_every_folder_has_one_row_and_no_module_lies_loose():
+    problems = folder_violations()
+    assert not problems, 'docs/architecture.md, "Where is X?":\n' + '\n'.join(problems)
+
+
+def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
+    (tmp_path / 'deepknn' / 'data').mkdir(parents=True)
+    (tmp_path / 'deepknn' / 'data' / '__init__.py').write_text('"""Old words."""\n')
+    (tmp_path / 'deepknn' / 'extra').mkdir()
+    (tmp_path / 'deepknn' / 'extra' / '__init__.py').write_text('"""X."""\n')
+    (tmp_path / 'deepknn' / 'loose.py').write_text('"""Loose."""\n')
+    table = {'deepknn/data/': 'The data.', 'deepknn/gone/': 'Gone.'}
+    assert folder_violations(str(tmp_path), table) == [
+        'deepknn/extra/ is not in the folder table',
+        'deepknn/gone/ is listed but does not exist',
+        "deepknn/data/__init__.py says 'Old words.', the table 'The data.'",
+        'deepknn/loose.py belongs in a folder']
+
+
 def test_no_library_module_passes_about_400_lines():
     long = []
     for folder, _, names in os.walk(os.path.join(ROOT, 'deepknn')):
@@ -339,15 +392,15 @@ def test_no_library_module_passes_about_400_lines():
 
 
 # ---------------------------------------------------------------- library messages
-# The library names parameters, never a command's flags or scripts (deepknn/cli.py turns
+# The library names parameters, never a command's flags or scripts (deepknn/cli/__init__.py turns
 # a parameter named in backticks into its flag, and `scaling` into its command line):
 #   (f) no function under deepknn/ takes a parameter named `args` (parsed flags);
 #   (g) no string in a `raise` or a UserError(...) under deepknn/ names a --flag;
 #   (h) no string under deepknn/ (docstrings aside; comments are not strings) names a
 #       command: a root script, a file of scripts/, or `make TARGET` of the Makefile.
-# deepknn/cli.py and deepknn/command_line.py, the command lines' own modules (they turn
+# deepknn/cli/__init__.py and deepknn/cli/plumbing.py, the command lines' own modules (they turn
 # parsed flags into typed settings and parameters back into flags), are exempt.
-COMMAND_PLUMBING = {'deepknn/cli.py', 'deepknn/command_line.py'}
+COMMAND_PLUMBING = {'deepknn/cli/__init__.py', 'deepknn/cli/plumbing.py'}
 FLAG = re.compile(r'(?<![\w-])--[A-Za-z]')
 # Another program's command line in backticks (`ray start --head`) names its flags, not ours.
 OTHER_PROGRAM = re.compile(r'`ray [^`]*`')
@@ -427,7 +480,8 @@ def test_each_message_rule_fails_on_a_planted_violation(tmp_path):
     (tmp_path / 'scripts' / 'train.sh').write_text('')
     (tmp_path / 'deepknn').mkdir()
     (tmp_path / 'deepknn' / '__init__.py').write_text('"""Made by run_x.py (make demo)."""\n')
-    (tmp_path / 'deepknn' / 'cli.py').write_text(
+    (tmp_path / 'deepknn' / 'cli').mkdir()
+    (tmp_path / 'deepknn' / 'cli' / '__init__.py').write_text(
         "def settings(args):\n    raise UserError('--k needs python run_x.py')\n")
     (tmp_path / 'deepknn' / 'bad.py').write_text(
         'def report(setup, args):\n'                                    # line 1: (f)
@@ -453,11 +507,11 @@ def test_each_message_rule_fails_on_a_planted_violation(tmp_path):
 
 def test_the_reader_sees_the_project_and_its_imports():
     graph = read_graph(ROOT)
-    assert {'nets', 'nlp_utils', 'text_datasets', 'deepknn', 'deepknn.dknn',
+    assert {'nets', 'nlp_utils', 'text_datasets', 'deepknn', 'deepknn.neighbors.dknn',
             'deepknn.cli', 'deepknn.rajani.knn_influence'} <= set(graph.modules)
     imported = {(i.importer, i.imported) for i in graph.imports}
-    assert ('nets', 'deepknn.ragged_lstm') in imported
-    assert ('deepknn.dknn', 'deepknn.knn_index') in imported
+    assert ('nets', 'deepknn.models.ragged_lstm') in imported
+    assert ('deepknn.neighbors.dknn', 'deepknn.neighbors.knn_index') in imported
     assert not any(i.imported in ('numpy', 'chainer', 'os') for i in graph.imports)
 
 
@@ -498,28 +552,28 @@ def test_the_reader_resolves_every_import_form(tmp_path):
 
 
 # ---------------------------------------------------------------- the checker can fail
-FAKE_TABLE = {'nlp_utils': '0', 'deepknn': '0', 'deepknn.result_folder': '0',
-              'nets': '1', 'deepknn.splits': '1', 'deepknn.model_setup': '2',
-              'deepknn.calibration': '3a',
-    'deepknn.leave_one_out': '3a', 'deepknn.dknn': '3a', 'deepknn.saliency': '3b',
+FAKE_TABLE = {'nlp_utils': '0', 'deepknn': '0', 'deepknn.storage.result_folder': '0',
+              'nets': '1', 'deepknn.data.splits': '1', 'deepknn.models.model_setup': '2',
+              'deepknn.evaluation.calibration': '3a',
+    'deepknn.interpret.leave_one_out': '3a', 'deepknn.neighbors.dknn': '3a', 'deepknn.interpret.saliency': '3b',
               'deepknn.reports.*': '4', 'deepknn.cli': 'cli'}
 FAKE_MODULES = {'nlp_utils': 'nlp_utils.py', 'nets': 'nets.py', 'run_dknn': 'run_dknn.py',
                 'train': 'train.py', 'deepknn': 'deepknn/__init__.py',
-                'deepknn.result_folder': 'deepknn/result_folder.py',
-                'deepknn.splits': 'deepknn/splits.py',
-                'deepknn.model_setup': 'deepknn/model_setup.py',
-                'deepknn.calibration': 'deepknn/calibration.py',
-                'deepknn.dknn': 'deepknn/dknn.py', 'deepknn.saliency': 'deepknn/saliency.py',
+                'deepknn.storage.result_folder': 'deepknn/storage/result_folder.py',
+                'deepknn.data.splits': 'deepknn/data/splits.py',
+                'deepknn.models.model_setup': 'deepknn/models/model_setup.py',
+                'deepknn.evaluation.calibration': 'deepknn/evaluation/calibration.py',
+                'deepknn.neighbors.dknn': 'deepknn/neighbors/dknn.py', 'deepknn.interpret.saliency': 'deepknn/interpret/saliency.py',
                 'deepknn.reports.plots': 'deepknn/reports/plots.py',
-                'deepknn.cli': 'deepknn/cli.py', 'benchmarks.bench': 'benchmarks/bench.py'}
+                'deepknn.cli': 'deepknn/cli/__init__.py', 'benchmarks.bench': 'benchmarks/bench.py'}
 # Imports the layers allow: down, within layers 0, 1, 3 (sub-layer order) and 4, the CLI
 # from command lines. Line numbers are 10, 11, ...; an added import gets line 22.
 FAKE_CLEAN = [('run_dknn', 'deepknn.cli'), ('run_dknn', 'deepknn.reports.plots'),
-              ('benchmarks.bench', 'deepknn.cli'), ('deepknn.cli', 'deepknn.splits'),
-              ('deepknn.cli', 'nlp_utils'), ('deepknn.reports.plots', 'deepknn.saliency'),
-              ('deepknn.saliency', 'deepknn.dknn'), ('deepknn.dknn', 'deepknn.model_setup'),
-              ('deepknn.model_setup', 'nets'), ('nets', 'deepknn.splits'),
-              ('deepknn.splits', 'nlp_utils'), ('run_dknn', 'deepknn.model_setup')]
+              ('benchmarks.bench', 'deepknn.cli'), ('deepknn.cli', 'deepknn.data.splits'),
+              ('deepknn.cli', 'nlp_utils'), ('deepknn.reports.plots', 'deepknn.interpret.saliency'),
+              ('deepknn.interpret.saliency', 'deepknn.neighbors.dknn'), ('deepknn.neighbors.dknn', 'deepknn.models.model_setup'),
+              ('deepknn.models.model_setup', 'nets'), ('nets', 'deepknn.data.splits'),
+              ('deepknn.data.splits', 'nlp_utils'), ('run_dknn', 'deepknn.models.model_setup')]
 
 
 def fake_graph(extra_imports=(), extra_modules=None, root_files=0):
@@ -536,19 +590,19 @@ def test_a_clean_fake_graph_passes():
 
 @pytest.mark.parametrize('graph, expected', [
     # (a) the library imports a root script
-    (fake_graph([('deepknn.dknn', 'train')]),
-     ['(a) deepknn/dknn.py:22 imports train: nothing under deepknn/ imports a root script']),
+    (fake_graph([('deepknn.neighbors.dknn', 'train')]),
+     ['(a) deepknn/neighbors/dknn.py:22 imports train: nothing under deepknn/ imports a root script']),
     (fake_graph([('deepknn.reports.plots', 'train')]),
      ['(a) deepknn/reports/plots.py:22 imports train']),
     # (b) upward: across layers, across sub-layers of 3, from layer 0
-    (fake_graph([('deepknn.model_setup', 'deepknn.calibration')]),
-     ['(b) deepknn/model_setup.py:22 imports deepknn.calibration', 'layer 2 may import '
+    (fake_graph([('deepknn.models.model_setup', 'deepknn.evaluation.calibration')]),
+     ['(b) deepknn/models/model_setup.py:22 imports deepknn.evaluation.calibration', 'layer 2 may import '
       'only lower layers, not layer 3a']),
-    (fake_graph([('deepknn.calibration', 'deepknn.saliency')]),
-     ['(b) deepknn/calibration.py:22 imports deepknn.saliency', 'layer 3a may import only '
+    (fake_graph([('deepknn.evaluation.calibration', 'deepknn.interpret.saliency')]),
+     ['(b) deepknn/evaluation/calibration.py:22 imports deepknn.interpret.saliency', 'layer 3a may import only '
       'lower layers and earlier or the same sub-layer, not layer 3b']),
-    (fake_graph([('deepknn.result_folder', 'deepknn.splits')]),
-     ['(b) deepknn/result_folder.py:22 imports deepknn.splits', 'layer 0 is the ground',
+    (fake_graph([('deepknn.storage.result_folder', 'deepknn.data.splits')]),
+     ['(b) deepknn/storage/result_folder.py:22 imports deepknn.data.splits', 'layer 0 is the ground',
       'not layer 1']),
     (fake_graph([('nets', 'train')]),
      ['(b) nets.py:22 imports train', 'layer 1 may import only lower layers, not layer 5']),
@@ -556,16 +610,16 @@ def test_a_clean_fake_graph_passes():
     (fake_graph([('deepknn.reports.plots', 'deepknn.cli')]),
      ['(b) deepknn/reports/plots.py:22 imports deepknn.cli',
       'may be imported only by layer 5', 'not by layer 4']),
-    (fake_graph([('deepknn.cli', 'deepknn.model_setup')]),
-     ['(b) deepknn/cli.py:22 imports deepknn.model_setup',
+    (fake_graph([('deepknn.cli', 'deepknn.models.model_setup')]),
+     ['(b) deepknn/cli/__init__.py:22 imports deepknn.models.model_setup',
       'deepknn.cli may import only layers 0 and 1, not layer 2']),
     # (c) a cycle, here inside layer 1 where same-layer imports are allowed
-    (fake_graph([('deepknn.splits', 'nets')]),
-     ['(c) import cycle deepknn.splits -> nets -> deepknn.splits: deepknn/splits.py:22 '
-      'imports nets; nets.py:19 imports deepknn.splits']),
-    (fake_graph([('deepknn.dknn', 'deepknn.dknn')]),
-     ['(c) import cycle deepknn.dknn -> deepknn.dknn: deepknn/dknn.py:22 imports '
-      'deepknn.dknn']),
+    (fake_graph([('deepknn.data.splits', 'nets')]),
+     ['(c) import cycle deepknn.data.splits -> nets -> deepknn.data.splits: deepknn/data/splits.py:22 '
+      'imports nets; nets.py:19 imports deepknn.data.splits']),
+    (fake_graph([('deepknn.neighbors.dknn', 'deepknn.neighbors.dknn')]),
+     ['(c) import cycle deepknn.neighbors.dknn -> deepknn.neighbors.dknn: deepknn/neighbors/dknn.py:22 imports '
+      'deepknn.neighbors.dknn']),
     # (d) a new library module nobody placed
     (fake_graph(extra_modules={'deepknn.new_method': 'deepknn/new_method.py'}),
      ['(d) deepknn/new_method.py (deepknn.new_method) has no layer']),
@@ -597,8 +651,8 @@ def test_installed_package_imports_from_any_directory(tmp_path):
                     '--no-build-isolation` in the venv, as `make venv` does)'
                     .format(sys.executable))
     env = {name: value for name, value in os.environ.items() if name != 'PYTHONPATH'}
-    code = ('import deepknn, deepknn.dknn, nets, nlp_utils, text_datasets\n'
-            'for m in (deepknn, deepknn.dknn, nets, nlp_utils, text_datasets):\n'
+    code = ('import deepknn, deepknn.neighbors.dknn, nets, nlp_utils, text_datasets\n'
+            'for m in (deepknn, deepknn.neighbors.dknn, nets, nlp_utils, text_datasets):\n'
             '    print(m.__file__)\n')
     result = subprocess.run([sys.executable, '-c', code], cwd=str(tmp_path), env=env,
                             capture_output=True, text=True, timeout=300)
@@ -613,7 +667,7 @@ def test_installed_package_imports_from_any_directory(tmp_path):
 
 # ---------------------------------------------------------------- shared flags
 def shared_flags():
-    """Every option string a deepknn/cli.py add_* function adds: the shared flags.
+    """Every option string a deepknn/cli/__init__.py add_* function adds: the shared flags.
     Each function is called on a fresh parser, its other required parameters given
     stand-ins (add_hidden_alias, which adds a flag its caller names, is left out)."""
     import argparse
@@ -651,7 +705,7 @@ def defined_flags(source):
 def shared_flag_violations(sources, shared):
     """'path:line defines --flag' for each shared flag a command defines by hand;
     `sources`: {path: Python text} of the command files."""
-    return ['{}:{} defines {}, a shared flag: add it with its deepknn/cli.py function'.format(
+    return ['{}:{} defines {}, a shared flag: add it with its deepknn/cli/__init__.py function'.format(
                 path, line, flag)
             for path, text in sorted(sources.items())
             for line, flag in defined_flags(text) if flag in shared]
@@ -680,5 +734,5 @@ def test_a_planted_shared_flag_is_found():
                              "p.add_argument('--seed', type=int, default=0)\n",
                'cmd.py': "sub.add_argument('--layer', '-l', type=int)\n"}
     assert shared_flag_violations(planted, {'--seed', '--layer'}) == [
-        'bench_x.py:4 defines --seed, a shared flag: add it with its deepknn/cli.py function',
-        'cmd.py:1 defines --layer, a shared flag: add it with its deepknn/cli.py function']
+        'bench_x.py:4 defines --seed, a shared flag: add it with its deepknn/cli/__init__.py function',
+        'cmd.py:1 defines --layer, a shared flag: add it with its deepknn/cli/__init__.py function']

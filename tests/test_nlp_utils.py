@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import nlp_utils
-from deepknn import word_vectors
+from deepknn.data import word_vectors
 from nlp_utils import UserError
 
 VECTORS = 'the 1 0 0\ngood 0 1 0\nMovie 0 0 1\nmovie 5 5 5\n'
@@ -240,7 +240,7 @@ def test_ptb_escapes_are_shown_as_the_characters_they_stand_for():
 def test_parameters_digest_ignores_member_order_and_layout(tmp_path):
     """The audit's case: the same weights in another npz member order (Chainer's order
     follows the hash seed) are another file but the same model."""
-    from deepknn import model_setup
+    from deepknn.models import model_setup
     arrays = {'fc/W': np.arange(6, dtype=np.float32).reshape(2, 3), 'fc/b': np.ones(2, np.float32)}
     for name, order in (('a', ['fc/W', 'fc/b']), ('b', ['fc/b', 'fc/W'])):
         (tmp_path / name).mkdir()

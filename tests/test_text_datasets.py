@@ -13,10 +13,10 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-from deepknn import data_files  # noqa: E402
+from deepknn.data import sources  # noqa: E402
 import text_datasets  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
-from deepknn.splits import make_splits  # noqa: E402
+from deepknn.data.splits import make_splits  # noqa: E402
 from text_datasets import load_dataset  # noqa: E402
 
 SHARED_DATA = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'data')
@@ -69,13 +69,13 @@ def test_reads_label_text_files_from_data_dir(tmp_path):
 def test_flat_data_dir_and_environment_variable(tmp_path, monkeypatch):
     monkeypatch.setenv('DKNN_DATA_DIR', trec_dir(tmp_path, subfolder=False))
     assert len(load_dataset('TREC').train_pool) == 3
-    assert data_files.resolve_data_dir() == str(tmp_path / 'data')
-    assert data_files.resolve_data_dir(str(tmp_path)) == str(tmp_path)
+    assert sources.resolve_data_dir() == str(tmp_path / 'data')
+    assert sources.resolve_data_dir(str(tmp_path)) == str(tmp_path)
 
 
 def test_missing_data_dir_is_an_error(tmp_path):
     with pytest.raises(UserError, match='nowhere'):
-        data_files.resolve_data_dir(str(tmp_path / 'nowhere'))
+        sources.resolve_data_dir(str(tmp_path / 'nowhere'))
 
 
 def test_missing_file_names_every_path_and_the_url(tmp_path):
@@ -345,7 +345,7 @@ class Served(dict):
 @pytest.fixture
 def served(monkeypatch):
     pages = Served()
-    monkeypatch.setattr(data_files.urllib.request, 'urlopen', pages.urlopen)
+    monkeypatch.setattr(sources.urllib.request, 'urlopen', pages.urlopen)
     return pages
 
 
@@ -354,7 +354,7 @@ def test_download_into_cache_once_with_progress(served, capsys):
     served[text_datasets.SENT_CONV_URL + 'TREC.test.all'] = b'1 Where ?\n'
     dataset = load_dataset('TREC')
     assert dataset.train_pool == [(['How', '?'], 0), (['Who', '?'], 1)]
-    cached = os.path.join(data_files.cache_dir(), 'sent-conv-torch')
+    cached = os.path.join(sources.cache_dir(), 'sent-conv-torch')
     assert sorted(os.listdir(cached)) == ['TREC.test.all', 'TREC.train.all']
     assert 'TREC.train.all' in capsys.readouterr().err
     load_dataset('TREC')
@@ -366,9 +366,9 @@ def test_download_md5_mismatch_keeps_nothing(served, tmp_path):
     served[url] = b'payload'
     target = str(tmp_path / 'out' / 'file.txt')
     with pytest.raises(UserError, match='md5'):
-        data_files.download(url, target, md5='0' * 32)
+        sources.download(url, target, md5='0' * 32)
     assert os.listdir(str(tmp_path / 'out')) == []
-    data_files.download(url, target, md5=hashlib.md5(b'payload').hexdigest())
+    sources.download(url, target, md5=hashlib.md5(b'payload').hexdigest())
     with open(target, 'rb') as f:
         assert f.read() == b'payload'
 
@@ -406,8 +406,8 @@ def test_snli_archive_md5_is_checked_after_extraction(served):
         'snli_1.0/snli_1.0_test.jsonl': line, '__MACOSX/junk': b''})
     with pytest.raises(UserError, match='snli_1.0_test.jsonl .*expected md5'):
         load_dataset('snli')
-    assert os.listdir(os.path.join(data_files.cache_dir(), 'snli_1.0')) == []
-    assert sorted(os.listdir(data_files.cache_dir())) == ['snli_1.0']
+    assert os.listdir(os.path.join(sources.cache_dir(), 'snli_1.0')) == []
+    assert sorted(os.listdir(sources.cache_dir())) == ['snli_1.0']
 
 
 def test_imdb_archive_is_extracted_once(served):
@@ -472,7 +472,7 @@ def test_extraction_restores_files_missing_from_an_existing_folder(tmp_path):
     (staged / 'train.jsonl').write_text('new')
     (staged / 'dev.jsonl').write_text('new')
     (cached / 'dev.jsonl').write_text('kept')
-    data_files._move_missing(str(staged), str(cached))
+    sources._move_missing(str(staged), str(cached))
     assert (cached / 'train.jsonl').read_text() == 'new'
     assert (cached / 'dev.jsonl').read_text() == 'kept'
 
@@ -537,7 +537,7 @@ def test_cad_snli_downloads_from_the_canonical_repository(served, monkeypatch):
     assert len(dataset.train_pool) == 2
     assert served.requests[0].endswith('counterfactually-augmented-data/master/NLI/'
                                        'original/train.tsv')
-    assert os.path.exists(os.path.join(data_files.cache_dir(), 'cad-nli', 'original',
+    assert os.path.exists(os.path.join(sources.cache_dir(), 'cad-nli', 'original',
                                        'test.tsv'))
 
 
@@ -633,7 +633,7 @@ def test_a_class_with_no_training_example_left_is_refused_and_rare_ones_are_name
 
 
 def test_the_default_calibration_split_shrinks_for_small_data_and_says_so(capsys):
-    from deepknn import model_setup
+    from deepknn.models import model_setup
     big = types.SimpleNamespace(train_pool=[None] * 6920, dev=['official'])   # SST
     assert model_setup.default_calibration_size(big, 0.1) == 1000
     assert capsys.readouterr().out == ''

@@ -1,4 +1,4 @@
-"""The command lines' shared flags (each defined once) and plumbing (deepknn/command_line.py).
+"""The command lines' shared flags (each defined once) and plumbing (deepknn/cli/plumbing.py).
 
 Imported by the root scripts, `scripts/` and `benchmarks/` only; the library never reads
 flags or sys.argv. A CLI builds its parser with `parser()` (an `ArgumentParser` whose
@@ -11,14 +11,14 @@ import os
 import sys
 
 import nlp_utils
-from deepknn import dknn_settings as dknn_settings_lib
-from deepknn.command_line import (  # noqa: F401  re-exported: commands import only cli
+from deepknn.neighbors import dknn_settings as dknn_settings_lib
+from deepknn.cli.plumbing import (  # noqa: F401  re-exported: commands import only cli
     CHECKOUT, PARAMETER_FLAGS, STEP_COMMANDS, command_name, command_line_text,
     command_line_message,
     run_cli, ArgumentParser, positive_int, non_negative_int, port_number, seed, positive_number,
     fraction, check_output_path, check_output_folder, output_stem, check_new_outputs,
     check_output_stem, check_table_outputs)
-from deepknn import knn_index
+from deepknn.neighbors import knn_index
 from deepknn.distributed import engine as engine_lib
 
 DEFAULT_K = 75            # DkNN neighbours per layer (the paper's k)
@@ -249,7 +249,7 @@ def add_methods(parser, registry, default=None, help='comma-separated interpreta
                 none=False, old_flag=None):
     """--methods a,b: interpretation methods from the registry, checked when the flags
     are read; read back as a tuple of names (with `none`, 'none' gives ()). `registry`:
-    the module holding it, deepknn.saliency (its parse_methods and describe_methods; this
+    the module holding it, deepknn.interpret.saliency (its parse_methods and describe_methods; this
     module imports no layer above 1). `default`: names (None: the command decides).
     `old_flag`: a former spelling kept as a hidden alias."""
     def names(text):

@@ -1,6 +1,6 @@
 """The command lines' plumbing: the parser, argument types, run_cli, output paths and checks.
 
-deepknn/cli.py re-exports all of it beside the shared flags, so a command imports only
+deepknn/cli/__init__.py re-exports all of it beside the shared flags, so a command imports only
 `cli`. Library messages name parameters and commands in backticks; `run_cli` shows a
 command-line user the flags and command lines instead (PARAMETER_FLAGS, STEP_COMMANDS).
 """
@@ -13,7 +13,7 @@ import sys
 
 import nlp_utils
 
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The flag that sets each library parameter. Library messages name parameters, never
 # flags ("choose a smaller `k`"), so that a Python caller reads the name it passed;

@@ -16,8 +16,8 @@ import io
 import os
 import re
 
-from deepknn import data_files
-from deepknn import text_readers
+from deepknn.data import sources
+from deepknn.data import text_readers
 from nlp_utils import UserError
 
 ANLI_LABELS = {'e': 'entailment', 'n': 'neutral', 'c': 'contradiction'}
@@ -177,11 +177,11 @@ def _find(name, data_dir):
             raise UserError('hans-like is not downloadable: pass a `data_dir` with its '
                             'hans-like/{} or the official HANS with `dataset` hans'.format(
                                 HANS_LIKE_FILE))
-        return [data_files.find_in_cache(name, dict(spec, md5={}), f) for f in spec['files']]
+        return [sources.find_in_cache(name, dict(spec, md5={}), f) for f in spec['files']]
     if name == 'hans' and not any(os.path.exists(os.path.join(d, HANS_FILE))
                                   for d in (data_dir, os.path.join(data_dir, 'hans'))):
-        return [data_files.find_in_data_dir(name, spec, HANS_FILE + '.gz', data_dir)]
-    return [data_files.find_in_data_dir(name, spec, f, data_dir) for f in spec['files']]
+        return [sources.find_in_data_dir(name, spec, HANS_FILE + '.gz', data_dir)]
+    return [sources.find_in_data_dir(name, spec, f, data_dir) for f in spec['files']]
 
 
 def load_eval_set(name=None, files=None, data_dir=None, char_based=False, skip_bad_lines=False):
@@ -192,7 +192,7 @@ def load_eval_set(name=None, files=None, data_dir=None, char_based=False, skip_b
     if name is not None and name not in SPECS:
         raise UserError('unknown evaluation set {!r}; choose one of {}'.format(
             name, ', '.join(SPECS)))
-    paths = list(files) if files else _find(name, data_files.resolve_data_dir(data_dir))
+    paths = list(files) if files else _find(name, sources.resolve_data_dir(data_dir))
     for path in paths:
         if not os.path.isfile(path):
             raise UserError('eval file {} is not a file'.format(path))

@@ -5,7 +5,7 @@ A line of trainDevTestTrees_PTB holds one labelled binary tree, e.g.
 `(2 (3 (3 Effective) (2 but)) (1 (1 too-tepid) (2 biopic)))`: a node is `(label
 child child)` or a leaf `(label word)`, the label a sentiment 0 (very negative) .. 4
 (very positive), 2 neutral. A tree is kept as flat arrays over its N nodes in
-pre-order (a parent before its children), so that the rationale rule of plausibility.py
+pre-order (a parent before its children), so that the rationale rule of plausibility/measures.py
 is a pass over arrays.
 
 Alignment: SST-2's sentences are the trees' leaf sequences, lower-cased. Both sides are
@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from deepknn import data_files
+from deepknn.data import sources
 from nlp_utils import UserError
 
 N_LABELS = 5            # sentiment labels 0..4
@@ -127,11 +127,11 @@ def read_trees(path):
 
 
 def default_trees_path(split, data_dir=None):
-    """DATA_DIR/sst-trees/<the split's file>, DATA_DIR from data_files.resolve_data_dir."""
+    """DATA_DIR/sst-trees/<the split's file>, DATA_DIR from sources.resolve_data_dir."""
     if split not in SPLIT_FILES:
         raise UserError('split must be one of {}, got {!r}'.format(', '.join(SPLIT_FILES),
                                                                   split))
-    folder = data_files.resolve_data_dir(data_dir)
+    folder = sources.resolve_data_dir(data_dir)
     if folder is None:
         raise UserError('no data folder to find the SST trees in: set DKNN_DATA_DIR or pass '
                         'the trees path')

@@ -15,7 +15,7 @@ import resource
 import numpy as np
 import tqdm
 
-from deepknn import model_setup
+from deepknn.models import model_setup
 import nets
 from deepknn.distributed import engine as engine_lib
 from deepknn.distributed import shards

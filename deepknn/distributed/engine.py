@@ -4,7 +4,7 @@
     connect(engine)      # ray.init once per process: a running cluster, or a local one
 
 The settings are plain values: the command lines make them from their flags
-(deepknn/cli.py), the library only reads them.
+(deepknn/cli/__init__.py), the library only reads them.
 """
 import dataclasses
 import logging

@@ -4,7 +4,7 @@
     distances, ids = indexes[0].search(queries, k)     # the NeighborIndex interface
 
 Each layer's rows are split into `engine.shards` contiguous shards (whole activation
-parts). Each shard answers by the neighbour rule (deepknn/neighbor_rule.py: float64
+parts). Each shard answers by the neighbour rule (deepknn/neighbors/neighbor_rule.py: float64
 distances from its rows, then row ids), so flat shards' merged top-k is the one-process
 answer to the bit, whatever the shard count; IVF and IVF-PQ
 shards all copy one index trained once on a sample of the layer (coarse quantizer and PQ
@@ -19,8 +19,8 @@ import numpy as np
 import tqdm
 
 import nlp_utils
-from deepknn import knn_index
-from deepknn import neighbor_rule
+from deepknn.neighbors import knn_index
+from deepknn.neighbors import neighbor_rule
 from deepknn.distributed import engine as engine_lib
 from deepknn.distributed import shards
 from nlp_utils import UserError

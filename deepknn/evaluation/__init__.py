@@ -1,1 +1,1 @@
-"""Measures shared by every study, each defined once: rankings (ranking.py), bootstrap intervals (statistics.py)."""
+"""Measures shared by every study, each defined once: rankings, bootstrap intervals, calibration."""

@@ -29,7 +29,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from deepknn.explorer import tables
+from deepknn.explorer import queries
 from deepknn.explorer.session import StaleRun
 from nlp_utils import UserError
 
@@ -106,7 +106,7 @@ def make_app(session, allowed_hosts=None):
         session.check_current()
         params = dict(request.query_params)
         table = session.table(params.get('split', 'test'))
-        return JSONResponse(table.page(tables.Query.from_params(params, table.label_names)))
+        return JSONResponse(table.page(queries.Query.from_params(params, table.label_names)))
 
     def training(request):
         session.check_current()

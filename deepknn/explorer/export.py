@@ -17,10 +17,10 @@ import shutil
 
 import tqdm
 
-from deepknn import manifest
-from deepknn import result_folder
+from deepknn.storage import manifest
+from deepknn.storage import result_folder
 from deepknn.explorer import app
-from deepknn.explorer import tables
+from deepknn.explorer import queries
 from nlp_utils import UserError
 
 STATIC_FILES = ('explorer.js', 'explorer.css')
@@ -53,7 +53,7 @@ def export_data(session, split, limit, produced_by):
     examples = session.examples[split][:limit]
     if not examples:
         raise UserError('split {} has no examples to export'.format(split), 'split')
-    table = tables.SplitTable.evaluate(split, examples, session.setup, session.dknn,
+    table = queries.SplitTable.evaluate(split, examples, session.setup, session.dknn,
                                        session.settings.batchsize)
     answers = {index: session.predict({'split': split, 'index': index}, all_layers=True)
                for index in tqdm.trange(len(examples), desc='exporting', unit='example')}

@@ -16,8 +16,8 @@ import functools
 import numpy as np
 import tqdm
 
-from deepknn import calibration
-from deepknn import dknn as dknn_lib
+from deepknn.evaluation import calibration
+from deepknn.neighbors import dknn as dknn_lib
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
 from deepknn.rajani import label_issues

@@ -21,15 +21,15 @@ from typing import Optional
 
 import numpy as np
 
-from deepknn import calibration
-from deepknn import dknn as dknn_lib
-from deepknn import dknn_settings
-from deepknn import model_setup
-from deepknn import saliency
-from deepknn.explorer import tables
+from deepknn.evaluation import calibration
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.neighbors import dknn_settings
+from deepknn.models import model_setup
+from deepknn.interpret import saliency
+from deepknn.explorer import queries
 from deepknn.feng import input_reduction
 from deepknn.reports import saliency_report
-from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS
+from deepknn.interpret.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS
 from nlp_utils import UserError
 
 MAX_CHARACTERS = 1000      # per typed text field: a longer one is refused with a message
@@ -85,7 +85,7 @@ class ExplorerSession:
         self.lock = threading.Lock()
         self.examples = {}          # name -> token-level examples shown in the dataset view
         self.tables = {}            # name -> its SplitTable, evaluated on first request
-        self.training_views = {}    # shown split -> tables.training_view
+        self.training_views = {}    # shown split -> queries.training_view
 
     @classmethod
     def open(cls, model_setup_path, settings, purpose='explorer'):
@@ -141,17 +141,17 @@ class ExplorerSession:
                 ', '.join(self.examples), name), 'split')
         with self.lock:
             if name not in self.tables:
-                self.tables[name] = tables.SplitTable.evaluate(
+                self.tables[name] = queries.SplitTable.evaluate(
                     name, self.examples[name], self.setup, self.dknn, self.settings.batchsize)
             return self.tables[name]
 
     def training(self, name):
-        """tables.training_view over the retrievals of split `name` (and dev's kNN rule)."""
+        """queries.training_view over the retrievals of split `name` (and dev's kNN rule)."""
         shown = self.table(name)
         dev = self.table('dev') if self.examples.get('dev') else None
         with self.lock:
             if name not in self.training_views:
-                self.training_views[name] = tables.training_view(
+                self.training_views[name] = queries.training_view(
                     self.setup, shown, dev, self.setup.splits.flipped_indices)
             return self.training_views[name]
 

@@ -1,4 +1,4 @@
-"""Statistics over faithfulness measures (faithfulness.py): the areas and mean of
+"""Statistics over faithfulness measures (faithfulness/measures.py): the areas and mean of
 deletion/insertion curves and Kendall agreement between two methods' importance scores
 (the bootstrap intervals every study shares are in evaluation/statistics.py). Plain
 arrays in, small dataclasses out; nothing here calls a model.

@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 import tqdm
 
-from deepknn import faithfulness_stats
+from deepknn.faithfulness import curves as faithfulness_stats
 from nlp_utils import UserError
 
 # ERASER's bins: the fractions of a sentence's words taken as its top-k.

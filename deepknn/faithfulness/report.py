@@ -1,4 +1,4 @@
-"""The faithfulness report of a run (faithfulness_runs.py): a Markdown page, a long CSV
+"""The faithfulness report of a run (faithfulness/runs.py): a Markdown page, a long CSV
 and a PNG of the mean deletion and insertion curves, written together.
 
 The page: per classifier f, the headline measures (AOPC comprehensiveness and
@@ -12,7 +12,7 @@ import io
 
 import numpy as np
 
-from deepknn import faithfulness_stats
+from deepknn.faithfulness import curves as faithfulness_stats
 from deepknn.reports import plots
 from deepknn.reports.tables import markdown_table
 

@@ -1,4 +1,4 @@
-"""Faithfulness of every interpretation method on a trained model: faithfulness.py's
+"""Faithfulness of every interpretation method on a trained model: faithfulness/measures.py's
 measures under three classifiers f, one model and DkNN pass per distinct variant.
 
 For a loaded setup, token-level examples and a DkNN, `run_faithfulness`
@@ -42,11 +42,11 @@ import sys
 
 import numpy as np
 
-from deepknn import faithfulness
-from deepknn import faithfulness_stats
+from deepknn.faithfulness import measures as faithfulness
+from deepknn.faithfulness import curves as faithfulness_stats
 from deepknn.evaluation import statistics
-from deepknn import saliency
-from deepknn.leave_one_out import ChunkOutputs, chunked_rows, full_input, split_example
+from deepknn.interpret import saliency
+from deepknn.interpret.leave_one_out import ChunkOutputs, chunked_rows, full_input, split_example
 from nlp_utils import UserError
 
 DEFAULT_METHODS = ('conformity', 'confidence', 'calibrated', 'credibility', 'gradient')

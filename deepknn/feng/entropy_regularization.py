@@ -18,13 +18,13 @@ import chainer.functions as F
 import numpy as np
 import tqdm
 
-from deepknn import manifest
-from deepknn import dknn as dknn_lib
-from deepknn import model_setup
+from deepknn.storage import manifest
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.models import model_setup
 from deepknn.feng import input_reduction
-from deepknn import leave_one_out
+from deepknn.interpret import leave_one_out
 import nlp_utils
-from deepknn import result_folder
+from deepknn.storage import result_folder
 from nlp_utils import UserError
 
 # The paper gives no values for these; ours (docs/feng.md): lambda 1, Adam 1e-4, 3 epochs.

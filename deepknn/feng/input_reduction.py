@@ -26,9 +26,9 @@ from typing import Optional
 import numpy as np
 import tqdm
 
-from deepknn import leave_one_out
-from deepknn import saliency
-from deepknn import calibration
+from deepknn.interpret import leave_one_out
+from deepknn.interpret import saliency
+from deepknn.evaluation import calibration
 from nlp_utils import UserError
 
 # Every interpretation method can rank the words to remove: the registry's names.

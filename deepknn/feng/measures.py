@@ -15,16 +15,16 @@ from typing import Optional
 
 import numpy as np
 
-from deepknn import dknn as dknn_lib
-from deepknn import dknn_evaluation
-from deepknn import dknn_settings
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.neighbors import dknn_evaluation
+from deepknn.neighbors import dknn_settings
 from deepknn.feng import input_reduction
 import nets
 import nlp_utils
 from nlp_utils import UserError
-from deepknn import result_folder
-from deepknn import saliency
-from deepknn import saliency_scores
+from deepknn.storage import result_folder
+from deepknn.interpret import saliency
+from deepknn.interpret import saliency_scores
 
 # The importances whose highlights Feng et al.'s Table 2 counts (its columns, in order).
 TABLE2_METHODS = ('gradient', 'confidence', 'conformity')

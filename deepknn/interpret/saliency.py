@@ -40,12 +40,12 @@ and ranks of the maps are in saliency_scores.py; rendering in reports/saliency_r
 """
 import collections
 
-from deepknn import dknn as dknn_lib
-from deepknn import dknn_settings
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.neighbors import dknn_settings
 import numpy as np
-from deepknn import calibration
+from deepknn.evaluation import calibration
 from deepknn import registry
-from deepknn.leave_one_out import (DEFAULT_BATCHSIZE, Interpretation, chunked_rows,
+from deepknn.interpret.leave_one_out import (DEFAULT_BATCHSIZE, Interpretation, chunked_rows,
                                    full_input, run_leave_one_out, split_example)
 from nlp_utils import UserError
 

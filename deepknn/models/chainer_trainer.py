@@ -11,7 +11,8 @@ from chainer import training
 from chainer.training import extensions
 
 import nlp_utils
-from deepknn import calibration, model_setup
+from deepknn.evaluation import calibration
+from deepknn.models import model_setup
 from nlp_utils import UserError
 
 SNAPSHOT = 'snapshot_latest.npz'

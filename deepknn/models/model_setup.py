@@ -16,9 +16,9 @@ import chainer
 import nets
 import nlp_utils
 import text_datasets
-from deepknn import text_readers
-from deepknn.run_config import RunConfig, read_config, write_config  # noqa: F401 (API)
-from deepknn.splits import Splits, change_train, make_splits
+from deepknn.data import text_readers
+from deepknn.storage.run_config import RunConfig, read_config, write_config  # noqa: F401 (API)
+from deepknn.data.splits import Splits, change_train, make_splits
 from nlp_utils import UserError
 
 
@@ -254,7 +254,7 @@ def is_transformer(config):
 def pretrained_checkpoint(config):
     """The transformer checkpoint of a config (its folder, or the packaged MiniLM);
     imported here because tokenizers and safetensors are needed only for these."""
-    from deepknn import pretrained
+    from deepknn.models import pretrained
     return pretrained.checkpoint(config.pretrained)
 
 
@@ -303,7 +303,7 @@ def build_model(config, vocab, embeddings=None):
     whose word pieces come from the checkpoint's tokenizer."""
     if not is_transformer(config):
         return nets.build_model(config, len(vocab), config.n_class, config.pair, embeddings)
-    from deepknn import transformer
+    from deepknn.models import transformer
     checkpoint = pretrained_checkpoint(config)
     check_checkpoint_files(config, checkpoint)
     words = sorted(vocab, key=vocab.get)

@@ -21,7 +21,7 @@ import numpy as np
 import safetensors.numpy
 import tokenizers
 
-from deepknn import file_groups
+from deepknn.storage import file_groups
 from nlp_utils import EOS, UNK, UserError, current_umask, file_digest, ptb_text, read_json
 
 NEEDED_FILES = ('config.json', 'model.safetensors', 'tokenizer.json')

@@ -23,9 +23,12 @@ import threadpoolctl
 import nets
 import nlp_utils
 import text_datasets
-from deepknn import manifest, model_setup, result_folder, word_vectors
-from deepknn.trainer import SNAPSHOT, make_trainer  # noqa: F401 (SNAPSHOT: API)
-from deepknn.splits import Splits
+from deepknn.storage import manifest
+from deepknn.models import model_setup
+from deepknn.storage import result_folder
+from deepknn.data import word_vectors
+from deepknn.models.chainer_trainer import SNAPSHOT, make_trainer  # noqa: F401 (SNAPSHOT: API)
+from deepknn.data.splits import Splits
 from nlp_utils import UserError
 
 

@@ -17,7 +17,7 @@ import chainer.functions as F
 import chainer.links as L
 import numpy as np
 
-from deepknn.pretrained import WordPieces, load_weights
+from deepknn.models.pretrained import WordPieces, load_weights
 from nets import BatchedInference, inference_mode, to_numpy
 from nlp_utils import UserError
 

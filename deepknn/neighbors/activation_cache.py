@@ -14,8 +14,8 @@ import zlib
 
 import numpy as np
 
-from deepknn import knn_index
-from deepknn import result_folder
+from deepknn.neighbors import knn_index
+from deepknn.storage import result_folder
 import nlp_utils
 from nlp_utils import UserError
 

@@ -15,8 +15,8 @@ import zlib
 import numpy as np
 import tqdm
 
-from deepknn import knn_index
-from deepknn.activation_cache import (
+from deepknn.neighbors import knn_index
+from deepknn.neighbors.activation_cache import (
     IndexCache, activation_key, checked_activations, train_activations)
 import nlp_utils
 from nlp_utils import UserError

@@ -9,8 +9,8 @@ import tqdm
 
 import nets
 import nlp_utils
-from deepknn import calibration
-from deepknn.dknn import checked_activations, split_activations
+from deepknn.evaluation import calibration
+from deepknn.neighbors.dknn import checked_activations, split_activations
 from nlp_utils import UserError
 
 

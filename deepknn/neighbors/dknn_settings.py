@@ -4,13 +4,13 @@
     dknn = dknn.dknn_from_setup(setup, settings)
 
 Every error is one line naming the parameter (`k`, `backend`, ...), never a flag: the
-command lines map their flags onto these fields (deepknn/cli.py `dknn_settings`).
+command lines map their flags onto these fields (deepknn/cli/__init__.py `dknn_settings`).
 """
 import dataclasses
 import numbers
 from typing import Optional
 
-from deepknn import knn_index
+from deepknn.neighbors import knn_index
 from deepknn.distributed import engine as engine_lib
 from nlp_utils import UserError
 

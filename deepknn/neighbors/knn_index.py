@@ -13,7 +13,7 @@ Backends: 'kdtree' (exact, sklearn KDTree), 'lsh' (nearpy random binary
 projections + exact re-ranking, as in the original DkNN code) and 'faiss'
 (kind='flat' exact, 'hnsw' or 'ivf' approximate).
 
-The neighbour rule (deepknn/neighbor_rule.py), the same for every backend, engine and thread
+The neighbour rule (deepknn/neighbors/neighbor_rule.py), the same for every backend, engine and thread
 count: a training row's rank for a query is its Euclidean distance recomputed in float64
 from the stored float32 activations, then its row index. A backend only proposes
 candidates; an exact one proposes more until no row it left out could rank in the k.
@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from deepknn import neighbor_rule
+from deepknn.neighbors import neighbor_rule
 from nlp_utils import UserError
 
 BACKENDS = ('kdtree', 'lsh', 'faiss')

@@ -7,9 +7,9 @@ take the loaded setup and DkNN as plain values; the command lines find the folde
 """
 import os
 
-from deepknn import calibration
-from deepknn import dknn as dknn_lib
-from deepknn import model_setup
+from deepknn.evaluation import calibration
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.models import model_setup
 
 
 def load_run(folder, settings, needs_temperature=False, check=None):

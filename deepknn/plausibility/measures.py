@@ -41,9 +41,9 @@ import math
 import numpy as np
 from scipy import stats
 
-from deepknn import faithfulness
+from deepknn.faithfulness import measures as faithfulness
 from deepknn.evaluation import ranking
-from deepknn import saliency_scores
+from deepknn.interpret import saliency_scores
 from nlp_utils import UserError
 
 DEFAULT_THRESHOLDS = (0.5, 1.0)

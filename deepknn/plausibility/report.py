@@ -1,4 +1,4 @@
-"""The plausibility report of a run (plausibility_runs.py): a Markdown page, a long CSV and
+"""The plausibility report of a run (plausibility/runs.py): a Markdown page, a long CSV and
 a PNG of each method's measures, written together; and the summary across runs, with
 the figure of plausibility against faithfulness.
 
@@ -16,10 +16,10 @@ import re
 
 import numpy as np
 
-from deepknn import plausibility
-from deepknn.reports import faithfulness_report
+from deepknn.plausibility import measures as plausibility
+from deepknn.faithfulness import report as faithfulness_report
 from deepknn.reports import plots
-from deepknn.reports.faithfulness_report import interval_text
+from deepknn.faithfulness.report import interval_text
 from deepknn.reports import tables
 from deepknn.reports.tables import markdown_table
 from nlp_utils import UserError

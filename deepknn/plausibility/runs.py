@@ -1,4 +1,4 @@
-"""Plausibility of every interpretation method on a trained SST model: plausibility.py's
+"""Plausibility of every interpretation method on a trained SST model: plausibility/measures.py's
 measures of each method's maps (saliency.interpret_all) against the treebank's human
 rationales, with bootstrap intervals and paired differences (evaluation/statistics.py).
 
@@ -15,11 +15,11 @@ import sys
 import numpy as np
 import tqdm
 
-from deepknn import faithfulness_runs
+from deepknn.faithfulness import runs as faithfulness_runs
 from deepknn.evaluation import statistics
-from deepknn import plausibility
-from deepknn import saliency
-from deepknn import sst_trees
+from deepknn.plausibility import measures as plausibility
+from deepknn.interpret import saliency
+from deepknn.data import sst_trees
 from nlp_utils import UserError
 
 RANDOM = 'random'

@@ -11,10 +11,10 @@ import re
 
 import numpy as np
 
-from deepknn import dknn
+from deepknn.neighbors import dknn
 from deepknn.rajani import knn_representations as knn
 from deepknn.rajani import label_issues
-from deepknn import calibration
+from deepknn.evaluation import calibration
 from deepknn.evaluation import ranking as ranking_measures
 import nlp_utils
 from nlp_utils import UserError

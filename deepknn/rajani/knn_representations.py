@@ -18,10 +18,10 @@ import sys
 
 import numpy as np
 
-from deepknn import dknn
-from deepknn import dknn_settings as dknn_settings_lib
-from deepknn import knn_index
-from deepknn import calibration
+from deepknn.neighbors import dknn
+from deepknn.neighbors import dknn_settings as dknn_settings_lib
+from deepknn.neighbors import knn_index
+from deepknn.evaluation import calibration
 from nlp_utils import UserError
 
 EPSILON = 1e-5                      # the paper's epsilon in (h - mu) / (sigma + epsilon)

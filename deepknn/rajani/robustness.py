@@ -14,9 +14,9 @@ import re
 import numpy as np
 from scipy import stats
 
-from deepknn import activation_cache
-from deepknn import eval_sets
-from deepknn import result_folder
+from deepknn.neighbors import activation_cache
+from deepknn.data import eval_sets
+from deepknn.storage import result_folder
 from deepknn.rajani import knn_representations as knn
 import nlp_utils
 from nlp_utils import UserError

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from deepknn import model_setup
+from deepknn.models import model_setup
 from deepknn.rajani import knn_influence
 from deepknn.reports import paper_numbers
 import nlp_utils

@@ -1,20 +1,20 @@
 """The paper's interpretation analyses on a trained run: Table 2, the section 5.1
 highlight counts and 'terribly' ranks (under each normalisation), and Table 4's SNLI
 artifacts. Each takes an Analysis (a loaded run, its DkNN, an output stem and the
-settings; deepknn/runs.py loads the run) and writes one table or page.
+settings; deepknn/neighbors/trained_run.py loads the run) and writes one table or page.
 """
 import dataclasses
 from typing import Optional
 
 import numpy as np
 
-from deepknn import model_setup
+from deepknn.models import model_setup
 import nlp_utils
-from deepknn import saliency
+from deepknn.interpret import saliency
 from deepknn.reports import paper_numbers
 from deepknn.reports import saliency_png
 from deepknn.reports import saliency_report
-from deepknn import saliency_scores
+from deepknn.interpret import saliency_scores
 from nlp_utils import UserError
 from deepknn.reports.tables import markdown_table, write_table
 

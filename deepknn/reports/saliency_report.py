@@ -12,12 +12,12 @@ from typing import Optional
 
 import numpy as np
 
-from deepknn import calibration
-from deepknn import saliency
+from deepknn.evaluation import calibration
+from deepknn.interpret import saliency
 from deepknn.reports.saliency_png import (PALETTE_NAMES, PALETTES, normalizations_used,
                                           png_writes, word_colour)
 from nlp_utils import ptb_text
-from deepknn.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, normalize
+from deepknn.interpret.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS, normalize
 
 
 def isolated(text):

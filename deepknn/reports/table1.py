@@ -9,9 +9,9 @@ import os
 
 import numpy as np
 
-from deepknn import dknn_evaluation
-from deepknn import knn_index
-from deepknn import model_setup
+from deepknn.neighbors import dknn_evaluation
+from deepknn.neighbors import knn_index
+from deepknn.models import model_setup
 from deepknn.reports import paper_numbers
 from deepknn.reports import tables
 import nlp_utils

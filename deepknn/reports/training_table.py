@@ -7,7 +7,7 @@ training.csv (carried_rows).
 """
 import os
 
-from deepknn import model_setup
+from deepknn.models import model_setup
 from deepknn.reports import tables
 import nlp_utils
 from nlp_utils import UserError

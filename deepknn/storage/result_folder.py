@@ -20,7 +20,8 @@ import socket
 import sys
 import time
 
-from deepknn import file_groups, manifest
+from deepknn.storage import file_groups
+from deepknn.storage import manifest
 from nlp_utils import UserError
 
 MARKER = manifest.MARKER

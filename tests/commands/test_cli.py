@@ -1,4 +1,4 @@
-"""deepknn/cli.py: argument types, run_cli's one-line errors naming flags, the machine load."""
+"""deepknn/cli/__init__.py: argument types, run_cli's one-line errors naming flags, the machine load."""
 import argparse
 import glob
 import io
@@ -10,11 +10,11 @@ import pytest
 
 import cli_helpers
 from deepknn import cli
-from deepknn import result_folder
+from deepknn.storage import result_folder
 from nlp_utils import UserError
 import train_text_classifier
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cli_helpers import ROOT
 
 
 def test_positive_int_rejects_zero():
@@ -82,7 +82,7 @@ def test_every_parameter_flag_is_a_flag_of_some_command():
         for path in glob.glob(os.path.join(ROOT, pattern)):
             with open(path, encoding='utf-8') as source:
                 defined.update(re.findall(r"add_argument\(\s*'(--[\w-]+)'", source.read()))
-    with open(os.path.join(ROOT, 'deepknn', 'cli.py'), encoding='utf-8') as source:
+    with open(os.path.join(ROOT, 'deepknn', 'cli', '__init__.py'), encoding='utf-8') as source:
         defined.update(re.findall(r"'(--[\w-]+)'", source.read()))   # the shared flags
     assert set(cli.PARAMETER_FLAGS.values()) - defined == set()
     assert '--k' in defined and '--n-calib' in defined   # the scan finds flags at all

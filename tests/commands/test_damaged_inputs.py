@@ -76,7 +76,7 @@ def test_an_empty_activations_file_is_named(tmp_path, capsys):
 
 
 def test_a_binary_tree_file_is_named(tmp_path):
-    from deepknn import sst_trees
+    from deepknn.data import sst_trees
     (tmp_path / 'trees.bin').write_bytes(bytes(range(256)) * 8)
     with pytest.raises(sst_trees.UserError, match='is not UTF-8 text'):
         sst_trees.read_trees(str(tmp_path / 'trees.bin'))
@@ -120,7 +120,7 @@ def test_a_host_that_does_not_resolve_is_named_as_such(run, capsys):
 
 
 def test_a_hans_row_without_its_heuristic_is_a_bad_line(tmp_path):
-    from deepknn import eval_sets
+    from deepknn.data import eval_sets
     path = tmp_path / 'heuristics_evaluation_set.txt'
     path.write_text('gold_label\tsentence1\tsentence2\theuristic\tsubcase\n'
                     'entailment\tThe cat sat .\tThe cat sat .\tlexical_overlap\tln_a\n'
@@ -152,7 +152,7 @@ def test_an_address_that_accepts_tcp_but_is_no_ray_head_fails_at_once():
 KILLED_OUTPUT_WRITER = '''
 import os, signal, sys
 sys.path.insert(0, {root!r})
-from deepknn import result_folder
+from deepknn.storage import result_folder
 with result_folder.lock_outputs({stem!r}, [{stem!r} + '.md'], 'paper_results.py'):
     open(os.path.join({folder!r}, '.tmp-{{}}-abcdtable.md'.format(os.getpid())), 'w').close()
     os.kill(os.getpid(), signal.SIGKILL)
@@ -160,8 +160,8 @@ with result_folder.lock_outputs({stem!r}, [{stem!r} + '.md'], 'paper_results.py'
 
 
 def test_what_a_killed_writer_left_in_an_out_folder_is_swept_by_the_next(tmp_path):
-    from deepknn import result_folder
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from deepknn.storage import result_folder
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     killed = subprocess.Popen([sys.executable, '-c', KILLED_OUTPUT_WRITER.format(
         root=root, stem=str(tmp_path / 'table'), folder=str(tmp_path))])
     assert killed.wait() == -9
@@ -191,7 +191,7 @@ nlp_utils.atomic_write_files([
 
 
 def test_readers_refuse_a_report_and_predictions_pair_a_kill_left_torn(run, capsys):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     shutil.copyfile(str(run / 'dknn_test_faiss_k3.json'), str(run / 'dknn_test_faiss.json'))
     shutil.copyfile(str(run / 'dknn_predictions_test_faiss_k3.npz'),
                     str(run / 'dknn_predictions_test_faiss.npz'))

@@ -18,7 +18,7 @@ import pytest
 from cli_helpers import load_script
 from deepknn import cli
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+from cli_helpers import ROOT
 PYTHON = re.compile(r'^(?:\S*/)?python3?$')
 SHELL_BREAKS = {'&&', '||', ';', '|', '>', '>>', '<', '2>', '&'}
 

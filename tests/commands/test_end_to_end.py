@@ -7,10 +7,11 @@ import chainer
 import numpy as np
 import pytest
 
-from deepknn import model_setup, training
+from deepknn.models import model_setup
+from deepknn.models import training
 from deepknn.cli import command_line_message
-from deepknn import dknn as dknn_lib
-from deepknn.dknn_settings import DkNNSettings
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.neighbors.dknn_settings import DkNNSettings
 import run_dknn
 import train_text_classifier
 from nlp_utils import UserError

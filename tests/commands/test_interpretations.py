@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 
 import interpretations as interp
-from deepknn import leave_one_out
-from deepknn import saliency
+from deepknn.interpret import leave_one_out
+from deepknn.interpret import saliency
 from deepknn.reports import saliency_png
 from deepknn.reports import saliency_report
-from deepknn import saliency_scores
+from deepknn.interpret import saliency_scores
 import nets
 import nlp_utils
-from deepknn import dknn as dknn_lib
+from deepknn.neighbors import dknn as dknn_lib
 from nlp_utils import UserError
-from deepknn.dknn import DkNN
+from deepknn.neighbors.dknn import DkNN
 
 WORDS = ['good', 'bad', 'movie', 'the', 'a', 'not', 'great', 'film', 'plot', 'very', 'dull', 'fun']
 VOCAB = {nlp_utils.EOS: 0, nlp_utils.UNK: 1, **{w: i + 2 for i, w in enumerate(WORDS)}}

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cli_helpers import ROOT
 
 
 def test_a_results_target_with_no_run_trained_fails_and_names_them(tmp_path):

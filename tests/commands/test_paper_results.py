@@ -7,15 +7,15 @@ import pytest
 
 import cli_helpers
 
-from deepknn.reports import faithfulness_report
+from deepknn.faithfulness import report as faithfulness_report
 from deepknn.reports import paper_analyses
 from deepknn.reports import paper_numbers
 import paper_results
 from deepknn.reports import table1 as table1_report
 from deepknn.reports import tables
 from deepknn.reports import training_table
-from deepknn.model_setup import RunConfig
-from deepknn.leave_one_out import Interpretation
+from deepknn.models.model_setup import RunConfig
+from deepknn.interpret.leave_one_out import Interpretation
 from nlp_utils import UserError
 
 SCRIPT = paper_results.TRAINING_SCRIPT   # what the training table's rerun commands call

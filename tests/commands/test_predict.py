@@ -6,16 +6,16 @@ import types
 
 import pytest
 
-from deepknn import calibration
+from deepknn.evaluation import calibration
 from deepknn.cli import command_line_message
-from deepknn import model_setup
-from deepknn import result_folder
+from deepknn.models import model_setup
+from deepknn.storage import result_folder
 from deepknn.reports import saliency_report
-from deepknn import text_readers
+from deepknn.data import text_readers
 import nlp_utils
 import predict
 from nlp_utils import UserError
-from test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
+from tests.commands.test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
 
 
 @pytest.fixture(scope='module')

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cli_helpers import ROOT
 DATASETS = {'SST-2': 'SST', 'SNLI proxy': 'SNLI'}      # the docs' names -> the table's
 
 

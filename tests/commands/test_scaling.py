@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from deepknn.reports import plots
-from deepknn import calibration
+from deepknn.evaluation import calibration
 from deepknn.cli import command_line_message
 from nlp_utils import UserError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cli_helpers import ROOT
+REPO = ROOT
 
 
 def sample_labels(logits, temperature, seed):
@@ -199,7 +200,7 @@ RUNNER = '''
 import runpy
 import sys
 import fake_model_setup
-sys.modules['deepknn.model_setup'] = fake_model_setup
+sys.modules['deepknn.models.model_setup'] = fake_model_setup
 sys.argv = [{script!r}] + sys.argv[1:]
 runpy.run_path({script!r}, run_name='__main__')
 '''

@@ -13,11 +13,13 @@ ray = pytest.importorskip('ray')
 import cli_helpers  # noqa: E402
 import run_dknn  # noqa: E402
 import nlp_utils  # noqa: E402
-from deepknn import dknn as dknn_lib  # noqa: E402
-from deepknn import knn_index, model_setup, neighbor_rule  # noqa: E402
+from deepknn.neighbors import dknn as dknn_lib  # noqa: E402
+from deepknn.neighbors import knn_index
+from deepknn.models import model_setup
+from deepknn.neighbors import neighbor_rule  # noqa: E402
 from deepknn.distributed import activations, search, shards  # noqa: E402
 from deepknn.distributed.engine import RayEngine  # noqa: E402
-from deepknn.dknn_settings import DkNNSettings  # noqa: E402
+from deepknn.neighbors.dknn_settings import DkNNSettings  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
 K = 5

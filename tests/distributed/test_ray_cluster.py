@@ -9,10 +9,10 @@ ray = pytest.importorskip('ray')
 from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
-from deepknn import dknn as dknn_lib  # noqa: E402
+from deepknn.neighbors import dknn as dknn_lib  # noqa: E402
 from deepknn.distributed.engine import RayEngine  # noqa: E402
-from deepknn.dknn_settings import DkNNSettings  # noqa: E402
-from test_ray import K, tiny_run  # noqa: E402,F401
+from deepknn.neighbors.dknn_settings import DkNNSettings  # noqa: E402
+from tests.distributed.test_ray import K, tiny_run  # noqa: E402,F401
 
 
 @pytest.fixture(scope='module')

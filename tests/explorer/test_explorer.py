@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from deepknn import calibration
+from deepknn.evaluation import calibration
 from deepknn.explorer import app as explorer_app
 from deepknn.explorer import session as explorer
 from deepknn.feng import input_reduction
@@ -16,10 +16,10 @@ import cli_helpers
 import explore
 import predict
 import run_knn_representations
-from test_transformer import write_tiny_checkpoint
+from tests.models.test_transformer import write_tiny_checkpoint
 from nlp_utils import UserError
-from test_predict import drop_calibration_split
-from test_end_to_end import data_files, train, train_snli_bilstm  # noqa: F401 (a fixture)
+from tests.commands.test_predict import drop_calibration_split
+from tests.commands.test_end_to_end import data_files, train, train_snli_bilstm  # noqa: F401 (a fixture)
 
 K = 5
 METHODS = ('conformity', 'confidence', 'gradient', 'credibility')

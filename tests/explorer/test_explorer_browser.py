@@ -17,7 +17,7 @@ import pytest
 from deepknn.explorer import app as explorer_app
 from deepknn.explorer import session as explorer
 import explore
-from test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
+from tests.commands.test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
 
 webdriver = pytest.importorskip('selenium.webdriver', reason='selenium is not installed')
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -146,7 +146,7 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     session = explorer.ExplorerSession.open(run, explorer.Settings(k=K))
     expected = session.predict({'text': SENTENCE})
     n_wrong = len(session.table('test').matching(
-        explorer.tables.Query(wrong='either')))
+        explorer.queries.Query(wrong='either')))
     driver = chromium()
     try:
         with Server(session) as base:

@@ -1,4 +1,4 @@
-"""deepknn.faithfulness: known answers on hand-built models (a bag of words with one
+"""deepknn.faithfulness.measures: known answers on hand-built models (a bag of words with one
 important word, a constant model, a 3-word lookup table worked out by hand), the
 deduplication of model calls, and a paired bootstrap interval of two rankings."""
 import collections
@@ -6,8 +6,8 @@ import collections
 import numpy as np
 import pytest
 
-from deepknn import faithfulness as fa
-from deepknn import faithfulness_stats as fs
+from deepknn.faithfulness import measures as fa
+from deepknn.faithfulness import curves as fs
 from deepknn.evaluation import statistics
 from nlp_utils import UserError
 

@@ -1,4 +1,4 @@
-"""deepknn.faithfulness_runs and `paper_results.py faithfulness` on a tiny trained model:
+"""deepknn.faithfulness.runs and `paper_results.py faithfulness` on a tiny trained model:
 each classifier's f against the model and the DkNN computed directly, one model row per
 distinct variant, pairs moving only hypothesis words, the ranking rule for NaN maps,
 and the written report."""
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from cli_helpers import tiny_run_with_dknn
-from deepknn import calibration
+from deepknn.evaluation import calibration
 from deepknn.cli import command_line_message
-from deepknn import dknn as dknn_lib
-from deepknn import faithfulness
-from deepknn import faithfulness_runs as runs
-from deepknn.leave_one_out import Interpretation
-from deepknn.reports import faithfulness_report
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.faithfulness import measures as faithfulness
+from deepknn.faithfulness import runs
+from deepknn.interpret.leave_one_out import Interpretation
+from deepknn.faithfulness import report as faithfulness_report
 import nets
 import nlp_utils
 import paper_results

@@ -1,4 +1,4 @@
-"""deepknn.faithfulness_stats: known answers for curve interpolation and areas, Kendall
+"""deepknn.faithfulness.curves: known answers for curve interpolation and areas, Kendall
 agreement (hand-counted pairs, undefined sentences) and bootstrap intervals (against
 the normal approximation)."""
 import warnings
@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from deepknn import faithfulness_stats as fs
+from deepknn.faithfulness import curves as fs
 from deepknn.evaluation import statistics
 from nlp_utils import UserError
 

@@ -14,13 +14,13 @@ from deepknn.feng import entropy_regularization as er
 from deepknn.feng import measures
 import paper_results
 import finetune_entropy
-from deepknn import model_setup
+from deepknn.models import model_setup
 import nlp_utils
 import reduce_inputs
-from deepknn import result_folder
+from deepknn.storage import result_folder
 from nlp_utils import UserError
-from test_end_to_end import train
-from test_interpretations import VOCAB, make_model, random_sentences
+from tests.commands.test_end_to_end import train
+from tests.commands.test_interpretations import VOCAB, make_model, random_sentences
 
 
 def test_entropy_matches_hand_computation_and_its_gradient_raises_entropy():
@@ -72,7 +72,7 @@ def test_negative_lambda_and_empty_reduced_set_are_user_errors():
 @pytest.fixture(scope='module')
 def parent(tmp_path_factory):
     folder = tmp_path_factory.mktemp('data')
-    from test_end_to_end import synthetic_lines
+    from tests.commands.test_end_to_end import synthetic_lines
     (folder / 'train.txt').write_text(synthetic_lines(200, 0))
     (folder / 'test.txt').write_text(synthetic_lines(40, 1))
     out = tmp_path_factory.mktemp('results') / 'custom_cnn'

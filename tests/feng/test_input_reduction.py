@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from deepknn.feng import input_reduction as ir
-from deepknn import leave_one_out
-from deepknn import saliency
+from deepknn.interpret import leave_one_out
+from deepknn.interpret import saliency
 import nlp_utils
 from nlp_utils import UserError
-from test_interpretations import VOCAB, make_setup, random_sentences
+from tests.commands.test_interpretations import VOCAB, make_setup, random_sentences
 
 WORDS = ['good', 'the', 'great', 'bad', 'x', 'y', 'z', 'w', 'v']
 TOY_VOCAB = {nlp_utils.EOS: 0, nlp_utils.UNK: 1, **{w: i + 2 for i, w in enumerate(WORDS)}}

@@ -1,4 +1,4 @@
-"""deepknn.ragged_lstm against Chainer's own L.NStepBiLSTM / L.NStepLSTM links."""
+"""deepknn.models.ragged_lstm against Chainer's own L.NStepBiLSTM / L.NStepLSTM links."""
 import types
 import chainer
 import chainer.functions as F
@@ -8,7 +8,7 @@ import pytest
 
 import nets
 import nlp_utils
-from deepknn.ragged_lstm import ragged_lstm
+from deepknn.models.ragged_lstm import ragged_lstm
 
 LENGTHS = [3, 1, 6, 6, 2, 4, 1]   # ragged, with ties and one-token sequences
 IN_SIZE, UNITS, LAYERS = 5, 7, 3

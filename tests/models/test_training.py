@@ -8,22 +8,24 @@ import numpy as np
 import pytest
 
 import cli_helpers
-from deepknn import model_setup, trainer, training
+from deepknn.models import model_setup
+from deepknn.models import chainer_trainer
+from deepknn.models import training
 from nlp_utils import UserError
-from test_knn_removal import template_config
+from tests.rajani.test_knn_removal import template_config
 import train_text_classifier
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cli_helpers import ROOT
 
 
 def test_the_learning_rate_flag_reaches_every_optimizer():
     """--lr is the Chainer models' Adam rate too (it was read only for transformers)."""
     cnn = template_config(lr=0.01)
-    optimizer, hooks, schedule = trainer.make_optimizer(cnn, n_train=100)
+    optimizer, hooks, schedule = chainer_trainer.make_optimizer(cnn, n_train=100)
     assert optimizer.alpha == 0.01 and schedule is None
-    assert trainer.make_optimizer(template_config(), 100)[0].alpha == 0.001
+    assert chainer_trainer.make_optimizer(template_config(), 100)[0].alpha == 0.001
     minilm = template_config(model='minilm', lr=3e-5, epoch=2, batchsize=10, warmup=0.1)
-    optimizer, hooks, schedule = trainer.make_optimizer(minilm, n_train=100)
+    optimizer, hooks, schedule = chainer_trainer.make_optimizer(minilm, n_train=100)
     # 20 steps, 2 of warm-up: the first step runs at 1/2 of the rate; decay is 0.01 x lr.
     assert optimizer.alpha == 3e-5 and optimizer.eta == 0.5
     assert optimizer.weight_decay_rate == pytest.approx(0.01 * 3e-5)
@@ -99,7 +101,7 @@ def test_the_dev_loss_and_accuracy_weight_every_example_alike():
     log(1 + e), log 2; one of three right. Chainer's Evaluator in batches of 2 would give
     the mean of the batch means (accuracy (1/2 + 0) / 2 = 0.25)."""
     model = FixedLogits([[2, 0], [0, 1], [0, 0]])
-    loss, accuracy = trainer.dev_losses(model, [(0, 0), (1, 0), (2, 1)], batchsize=2)
+    loss, accuracy = chainer_trainer.dev_losses(model, [(0, 0), (1, 0), (2, 1)], batchsize=2)
     expected = (np.log1p(np.exp(-2)) + np.log1p(np.e) + np.log(2)) / 3
     assert loss == pytest.approx(expected, rel=1e-6) and accuracy == pytest.approx(1 / 3)
 

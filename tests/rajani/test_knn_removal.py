@@ -6,11 +6,12 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'scripts'))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'scripts'))
 import cli_helpers  # noqa: E402
 import knn_removal  # noqa: E402
-from deepknn import model_setup, training  # noqa: E402
-from deepknn.model_setup import RunConfig  # noqa: E402
+from deepknn.models import model_setup
+from deepknn.models import training  # noqa: E402
+from deepknn.models.model_setup import RunConfig  # noqa: E402
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 

@@ -6,7 +6,7 @@ import types
 import numpy as np
 import pytest
 
-from deepknn import splits as run_splits
+from deepknn.data import splits as run_splits
 from deepknn.cli import command_line_message
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
@@ -185,9 +185,9 @@ def test_bad_training_changes_name_the_flag(kwargs, flag):
 
 def test_training_flags_are_recorded_and_reproduced_at_load(tmp_path):
     import json
-    from deepknn import model_setup
+    from deepknn.models import model_setup
     import train_text_classifier
-    from test_end_to_end import synthetic_lines
+    from tests.commands.test_end_to_end import synthetic_lines
     (tmp_path / 'train.txt').write_text(synthetic_lines(120, 0))
     (tmp_path / 'test.txt').write_text(synthetic_lines(20, 1))
     (tmp_path / 'exclude.json').write_text('[0, 5, 7]')
@@ -216,7 +216,7 @@ def test_training_flags_are_recorded_and_reproduced_at_load(tmp_path):
         model_setup.load_setup(str(out))
 
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data')
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'shared', 'data')
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(DATA, 'cad-nli')), reason='no ../shared/data')

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import cli_helpers
-from deepknn import dknn
+from deepknn.neighbors import dknn
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
 from deepknn.rajani import label_issues
-from deepknn.dknn_settings import DkNNSettings
+from deepknn.neighbors.dknn_settings import DkNNSettings
 import run_knn_representations as cli
 
 CENTERS = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])

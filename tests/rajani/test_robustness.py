@@ -18,14 +18,14 @@ import finetune_entropy
 import interpretations
 import paper_results
 import reduce_inputs
-from deepknn import result_folder
+from deepknn.storage import result_folder
 import run_dknn
 import run_knn_representations
 import scaling
 import train_text_classifier
 from cli_helpers import assert_one_line_error, cli, copy_run, snapshot, train_argv, train_tiny
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cli_helpers import ROOT
 CLIS = {'train': train_text_classifier.main, 'dknn': run_dknn.main, 'scaling': scaling.main,
         'interpret': interpretations.main, 'paper': paper_results.main,
         'knn': run_knn_representations.main, 'reduce': reduce_inputs.main,
@@ -686,8 +686,8 @@ def test_a_corrupt_activation_cache_is_rebuilt_with_a_warning(runs, tmp_path, ca
 
 def test_changed_data_with_the_same_line_count_is_not_served_stale_activations(
         runs, tmp_path, capsys):
-    from deepknn import dknn as dknn_lib
-    from deepknn import model_setup
+    from deepknn.neighbors import dknn as dknn_lib
+    from deepknn.models import model_setup
     run = copy_run(runs['folder'] / 'binary', tmp_path)
     setup = model_setup.load_setup(run)
     key = dknn_lib.activation_key(setup)

@@ -8,12 +8,12 @@ import pytest
 import cli_helpers
 from deepknn.cli import command_line_message
 from deepknn.rajani import knn_representations as knn
-from deepknn import model_setup
+from deepknn.models import model_setup
 from deepknn.reports import knn_tables
 import run_knn_representations as cli
 import train_text_classifier
 from nlp_utils import UserError
-from test_end_to_end import synthetic_lines
+from tests.commands.test_end_to_end import synthetic_lines
 
 
 @pytest.fixture(scope='module')
@@ -193,7 +193,7 @@ def test_benchmarks_keep_an_existing_table(tmp_path, script, flags):
     table.write_text('committed numbers\n')
     (tmp_path / 'args.json').write_text('{}')     # a run, never loaded: the table stops first
     flags = [str(tmp_path / 'args.json') if flag == 'RUN' else flag for flag in flags]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     done = subprocess.run([sys.executable, os.path.join(root, 'benchmarks', script)] + flags +
                           ['--out', str(table)],
                           capture_output=True, text=True)

@@ -13,12 +13,13 @@ import pytest
 import cli_helpers
 import nlp_utils
 import paper_results
-from deepknn import manifest, result_folder
+from deepknn.storage import manifest
+from deepknn.storage import result_folder
 from nlp_utils import UserError
 import train_text_classifier
 from cli_helpers import assert_one_line_error, cli, lines, snapshot, train_argv
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cli_helpers import ROOT
 
 
 @pytest.fixture(scope='module')
@@ -356,7 +357,7 @@ KILLED_WRITER = '''
 import os, signal, sys
 sys.path.insert(0, {root!r})
 import nlp_utils
-from deepknn import result_folder
+from deepknn.storage import result_folder
 
 def write(f):
     f.write(b'half an activation cache')
@@ -387,7 +388,7 @@ KILLED_BETWEEN_RENAMES = '''
 import os, signal, sys
 sys.path.insert(0, {root!r})
 import nlp_utils
-from deepknn import result_folder
+from deepknn.storage import result_folder
 
 real_replace, renamed = os.replace, []
 

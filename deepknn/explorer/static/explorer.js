@@ -62,7 +62,7 @@ const staticApi = {
 };
 const api = STATIC ? staticApi : serverApi;
 
-// The server's filters and sort (deepknn/explorer/tables.py) over the exported rows.
+// The server's filters and sort (deepknn/explorer/queries.py) over the exported rows.
 function pageOf(rows, params, split) {
   const wrongs = {
     '': () => true,

@@ -1,0 +1,1 @@
+"""Word-importance maps: the interpretation methods, their registry, and leave-one-out."""

@@ -1,0 +1,1 @@
+"""The models: encoders, pretrained checkpoints, training, and loading a trained run back."""

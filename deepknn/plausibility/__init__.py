@@ -1,0 +1,1 @@
+"""Plausibility of word-importance maps against human labels: measures, runs, the report."""

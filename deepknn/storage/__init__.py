@@ -1,0 +1,1 @@
+"""What is written to disk: result folders, manifests, groups of files, run configurations."""
