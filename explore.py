@@ -60,9 +60,9 @@ def check_host(args):
 
 
 def open_session(args):
-    settings = explorer.Settings(k=args.k, backend=args.backend, batchsize=args.batchsize,
-                                 n_neighbors=args.neighbors, max_characters=args.max_characters,
-                                 gpu=args.gpu, data_dir=args.data_dir)
+    settings = explorer.Settings(cli.dknn_settings(args, None), n_neighbors=args.neighbors,
+                                 max_characters=args.max_characters, gpu=args.gpu,
+                                 data_dir=args.data_dir)
     session = explorer.ExplorerSession.open(args.model_setup, settings)
     for path in args.eval_file:
         name, examples = session.setup.evaluation_examples(eval_file=path)

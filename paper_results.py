@@ -224,7 +224,7 @@ def faithfulness(args):
     ERASER comprehensiveness/sufficiency, AOPC and deletion/insertion areas of each
     method's ranking (and the random and reversed baselines) with bootstrap intervals,
     paired differences, and the methods' Kendall agreement (faithfulness/trained_run.py)."""
-    methods = args.methods or faithfulness_runs.DEFAULT_METHODS
+    methods = args.methods or saliency.STUDY_METHODS
     # Only a method nobody named may be left out (calibrated without temperature.json).
     optional = () if args.methods else methods
     planned = {}     # the method plan, made before the slow DkNN build
@@ -265,8 +265,8 @@ def summary_rows_of(path, run):
         raise UserError('{} has no paired difference ({}) to summarize; remake it with {} '
                         'and --methods including {}'.format(
                             path, ', '.join('{} - {}'.format(*pair) for pair in
-                                            faithfulness_runs.DIFFERENCE_PAIRS), remake,
-                            ','.join(sorted({m for pair in faithfulness_runs.DIFFERENCE_PAIRS
+                                            saliency.STUDY_PAIRS), remake,
+                            ','.join(sorted({m for pair in saliency.STUDY_PAIRS
                                              for m in pair}))))
     return rows
 
@@ -314,7 +314,7 @@ def add_faithfulness_command(commands):
     cli.add_methods(command, saliency, help='comma-separated interpretation methods (default: '
                     '{}; there calibrated is left out with a note when the run has no '
                     'temperature.json, named here it needs one)'.format(
-                        ','.join(faithfulness_runs.DEFAULT_METHODS)))
+                        ','.join(saliency.STUDY_METHODS)))
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     cli.add_engine(command)
@@ -391,7 +391,7 @@ def add_plausibility_commands(commands):
                               'is the headline')
     command.add_argument('--trees', default=None,
                          help='the SST test trees (default: DATA_DIR/sst-trees/test.txt)')
-    cli.add_methods(command, saliency, faithfulness_runs.DEFAULT_METHODS)
+    cli.add_methods(command, saliency, saliency.STUDY_METHODS)
     cli.add_dknn(command)
     cli.add_batchsize(command, 256, 'rows per model batch')
     cli.add_engine(command)

@@ -72,7 +72,7 @@ def main(argv=None):
     args = parse_args(argv)
     path = cli.benchmark_table(args) + '.md'
     session = explorer.ExplorerSession.open(args.model_setup, explorer.Settings(
-        k=args.k, backend=args.backend, gpu=args.gpu, data_dir=args.data_dir))
+        cli.dknn_settings(args, None), gpu=args.gpu, data_dir=args.data_dir))
     client = TestClient(explorer_app.make_app(session))
     setup = session.setup
     typed = lambda words: ' '.join(map(nlp_utils.ptb_text, words))

@@ -38,7 +38,7 @@ def main(argv=None):
     cli.add_repeats(parser)
     cli.add_methods(parser, saliency, help='comma-separated interpretation methods (default: {}, '
                     'calibrated left out without temperature.json)'.format(
-                        ','.join(faithfulness_runs.DEFAULT_METHODS)))
+                        ','.join(saliency.STUDY_METHODS)))
     cli.add_dknn(parser)
     cli.add_batchsize(parser, 256, 'rows per model batch')
     parser.add_argument('--curves', action=argparse.BooleanOptionalAction,
@@ -55,9 +55,9 @@ def main(argv=None):
     for _ in range(args.repeats):
         start = time.perf_counter()
         run = faithfulness_runs.run_faithfulness(
-            setup, examples, dknn, args.methods or faithfulness_runs.DEFAULT_METHODS,
+            setup, examples, dknn, args.methods or saliency.STUDY_METHODS,
             batchsize=args.batchsize, curves=args.curves, progress=False,
-            optional=() if args.methods else faithfulness_runs.DEFAULT_METHODS)
+            optional=() if args.methods else saliency.STUDY_METHODS)
         seconds.append(time.perf_counter() - start)
     rows = loo_rows(run) + run.n_rows
     median = statistics.median(seconds)

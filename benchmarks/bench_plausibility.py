@@ -53,7 +53,7 @@ def main(argv=None):
         'test', setup.config.data_dir))
     aligned = plausibility_runs.align_rationales(setup.splits.test[:args.limit], trees,
                                                  plausibility_runs.check_binary(setup))
-    methods, _ = faithfulness_runs.usable_methods(setup, faithfulness_runs.DEFAULT_METHODS)
+    methods, _ = faithfulness_runs.usable_methods(setup, saliency.STUDY_METHODS)
     dknn = dknn_lib.dknn_from_setup(setup, cli.dknn_settings(args, setup.result_dir))
     map_seconds, measure_seconds = [], []
     for _ in range(args.repeats):

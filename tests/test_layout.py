@@ -378,6 +378,38 @@ def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
         'deepknn/loose.py belongs in a folder']
 
 
+def measure_violations(root=ROOT):
+    """Every public function and class of deepknn/evaluation/ (the measures and
+    statistics every study shares) defined nowhere else under deepknn/, by name."""
+    definitions = {}
+    for folder, _, names in os.walk(os.path.join(root, 'deepknn')):
+        for name in sorted(n for n in names if n.endswith('.py')):
+            path = os.path.relpath(os.path.join(folder, name), root)
+            with open(os.path.join(root, path), encoding='utf-8') as source:
+                for node in ast.parse(source.read()).body:
+                    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                        definitions.setdefault(node.name, []).append(path)
+    shared = sorted(name for name, paths in definitions.items() if not name.startswith('_')
+                    and any(p.startswith(os.path.join('deepknn', 'evaluation')) for p in paths))
+    return ['{} is defined in {}'.format(name, ', '.join(sorted(definitions[name])))
+            for name in shared if len(definitions[name]) > 1]
+
+
+def test_every_shared_measure_is_defined_once():
+    problems = measure_violations()
+    assert not problems, 'a measure of deepknn/evaluation/ defined again:\n' + '\n'.join(problems)
+
+
+def test_the_measure_rule_fails_on_a_planted_copy(tmp_path):
+    (tmp_path / 'deepknn' / 'evaluation').mkdir(parents=True)
+    (tmp_path / 'deepknn' / 'evaluation' / 'ranking.py').write_text(
+        'def auroc(s, p):\n    pass\ndef _helper():\n    pass\n')
+    (tmp_path / 'deepknn' / 'study.py').write_text(
+        'def auroc(s, p):\n    pass\ndef _helper():\n    pass\n')
+    assert measure_violations(str(tmp_path)) == [
+        'auroc is defined in deepknn/evaluation/ranking.py, deepknn/study.py']
+
+
 def test_no_library_module_passes_about_400_lines():
     long = []
     for folder, _, names in os.walk(os.path.join(ROOT, 'deepknn')):

@@ -54,7 +54,7 @@ def export_data(session, split, limit, produced_by):
     if not examples:
         raise UserError('split {} has no examples to export'.format(split), 'split')
     table = queries.SplitTable.evaluate(split, examples, session.setup, session.dknn,
-                                       session.settings.batchsize)
+                                       session.settings.dknn.batchsize)
     answers = {index: session.predict({'split': split, 'index': index}, all_layers=True)
                for index in tqdm.trange(len(examples), desc='exporting', unit='example')}
     return {'info': dict(session.info(), produced_by=produced_by),

@@ -38,10 +38,11 @@ SPLITS = ('train', 'dev', 'calib', 'test')
 
 @dataclasses.dataclass
 class Settings:
-    """How the explorer computes; every field has the command line's default."""
-    k: int = 75                   # DkNN neighbours per layer
-    backend: str = 'faiss'
-    batchsize: int = 64
+    """How the explorer computes: the DkNN's settings (k, backend, batchsize: the one
+    DkNNSettings, with its defaults) and the explorer's own, each with the command
+    line's default."""
+    dknn: dknn_settings.DkNNSettings = dataclasses.field(
+        default_factory=dknn_settings.DkNNSettings)
     n_neighbors: int = 10         # training examples shown per layer
     max_characters: int = MAX_CHARACTERS
     gpu: int = -1
@@ -94,8 +95,7 @@ class ExplorerSession:
         setup = model_setup.load_setup(model_setup_path, settings.gpu, settings.data_dir)
         dknn = None
         if setup.splits.calib:
-            dknn = dknn_lib.dknn_from_setup(setup, dknn_settings.DkNNSettings(
-                k=settings.k, backend=settings.backend, batchsize=settings.batchsize))
+            dknn = dknn_lib.dknn_from_setup(setup, settings.dknn)
         has_temperature = os.path.exists(os.path.join(setup.result_dir,
                                                       calibration.TEMPERATURE_FILE))
         temperature = calibration.load_temperature(setup.result_dir) if has_temperature \
@@ -120,8 +120,8 @@ class ExplorerSession:
         return {'model': self.description,
                 'dataset': config.dataset, 'model_type': config.model, 'pair': config.pair,
                 'labels': list(self.setup.label_names), 'methods': list(self.methods),
-                'k': self.settings.k if self.dknn else None,
-                'backend': self.settings.backend if self.dknn else None,
+                'k': self.settings.dknn.k if self.dknn else None,
+                'backend': self.settings.dknn.backend if self.dknn else None,
                 'temperature': self.temperature, 'has_dknn': self.dknn is not None,
                 'splits': {name: len(examples) for name, examples in self.examples.items()},
                 'max_characters': self.settings.max_characters,
@@ -142,7 +142,7 @@ class ExplorerSession:
         with self.lock:
             if name not in self.tables:
                 self.tables[name] = queries.SplitTable.evaluate(
-                    name, self.examples[name], self.setup, self.dknn, self.settings.batchsize)
+                    name, self.examples[name], self.setup, self.dknn, self.settings.dknn.batchsize)
             return self.tables[name]
 
     def training(self, name):
@@ -278,7 +278,7 @@ class ExplorerSession:
                 steps.append((best, state.beam_scores[0][0]))
         with self.lock:
             reducer = input_reduction.make_reducer(importance, self.setup, self.dknn,
-                                                   batchsize=self.settings.batchsize,
+                                                   batchsize=self.settings.dknn.batchsize,
                                                    temperature=self.temperature)
             reduction, = reducer.reduce([(tokens, gold)], on_step=record)
         vocab = self.setup.vocab

@@ -12,9 +12,9 @@ import io
 
 import numpy as np
 
-from deepknn.faithfulness import curves as faithfulness_stats
+from deepknn.faithfulness import curves as curve_stats
 from deepknn.reports import plots
-from deepknn.reports.tables import markdown_table
+from deepknn.reports.tables import interval_text, markdown_table, number, signed_interval, verdict
 
 CSV_COLUMNS = ['section', 'classifier', 'method', 'baseline', 'measure', 'mean', 'low',
                'high', 'n', 'excludes_zero']
@@ -25,18 +25,6 @@ DIRECTIONS = ('Better rankings have higher comprehensiveness (aopc_comp: f(y|x) 
               'the fraction of words removed / kept). AOPC: the mean over the bins 1, 5, 10, '
               '20, 50% of the words. same_y: share of sentences whose map was made for the '
               "classifier's y. Each cell: mean [95% bootstrap interval over sentences].")
-
-
-def number(value, digits=3):
-    return '' if value is None or np.isnan(value) else '{:.{}f}'.format(value, digits)
-
-
-def interval_text(interval, digits=3):
-    """'0.123 [0.100, 0.150]'; '' for an interval without sentences."""
-    if interval.n == 0:
-        return ''
-    return '{} [{}, {}]'.format(*(number(v, digits) for v in
-                                  (interval.mean, interval.low, interval.high)))
 
 
 def _cells(summaries, classifier):
@@ -156,7 +144,7 @@ def figure(run, summaries, title):
                 scores = result.methods[ranking]
                 if run.curves:
                     curves = getattr(scores, kind + '_curves')
-                    x, y = faithfulness_stats.DEFAULT_GRID, faithfulness_stats.mean_curve(curves)
+                    x, y = curve_stats.DEFAULT_GRID, curve_stats.mean_curve(curves)
                 else:
                     x, y = result.fractions, getattr(scores, kind).mean(axis=0)
                 ax.plot(x, y, label=ranking, **_style(run, ranking))
@@ -186,24 +174,6 @@ SUMMARY_COLUMNS = ['run', 'f', 'difference', 'n'] + list(HIGHER_IS_BETTER) + ['v
 NOT_MEASURED = 'not measured'
 
 
-def signed_interval(mean, low, high):
-    return '{:+.3f} [{:+.3f}, {:+.3f}]'.format(mean, low, high)
-
-
-def verdict(differences, higher_is_better=HIGHER_IS_BETTER, better_word='more faithful'):
-    """'more faithful on 2, less on 1, inside the spread on 1' for {measure: (mean,
-    low, high)} of one method minus another, by whether each interval excludes 0 and
-    on which side (higher_is_better: measure -> whether a higher value is better)."""
-    counts = {better_word: 0, 'less': 0, 'inside the spread': 0}
-    for measure, (_, low, high) in differences.items():
-        if low > 0 or high < 0:
-            better = (low > 0) == higher_is_better[measure]
-            counts[better_word if better else 'less'] += 1
-        else:
-            counts['inside the spread'] += 1
-    return ', '.join('{} on {}'.format(name, n) for name, n in counts.items() if n)
-
-
 def summary_rows(run_name, csv_rows_of_run):
     """One row per classifier f and paired difference (e.g. conformity - confidence) of
     one run's faithfulness CSV (CSV_COLUMNS, as read back: strings), with the four
@@ -219,7 +189,8 @@ def summary_rows(run_name, csv_rows_of_run):
         values = {m: tuple(float(r[k]) for k in ('mean', 'low', 'high'))
                   for m, r in measures.items()}
         rows.append(dict({'run': run_name, 'f': classifier, 'difference': difference,
-                          'n': next(iter(measures.values()))['n'], 'verdict': verdict(values)},
+                          'n': next(iter(measures.values()))['n'],
+                          'verdict': verdict(values, HIGHER_IS_BETTER)},
                          **{m: signed_interval(*values[m]) if m in values else NOT_MEASURED
                             for m in HIGHER_IS_BETTER}))
     return rows

@@ -49,10 +49,7 @@ from deepknn.interpret import saliency
 from deepknn.interpret.leave_one_out import ChunkOutputs, chunked_rows, full_input, split_example
 from nlp_utils import UserError
 
-DEFAULT_METHODS = ('conformity', 'confidence', 'calibrated', 'credibility', 'gradient')
 FALLBACK_METHOD = 'gradient'    # ranks a map with NaN importances (see the docstring)
-# Paired differences reported under each classifier: (method, compared with).
-DIFFERENCE_PAIRS = (('conformity', 'confidence'), ('conformity', 'gradient'))
 # Per-sentence measures with one value each (the bins' measures are added per fraction).
 HEADLINE_MEASURES = ('aopc_comp', 'aopc_suff', 'deletion_auc', 'insertion_auc')
 CURVE_MEASURES = ('deletion_auc', 'insertion_auc')
@@ -110,17 +107,6 @@ class FaithfulnessRun:
     n_rows: int
     curves: bool
     notes: list
-
-
-@dataclasses.dataclass
-class Summary:
-    """A bootstrap interval of the mean of one measure; `baseline` is set for a paired
-    difference measure(method) - measure(baseline)."""
-    classifier: str
-    method: str
-    measure: str
-    interval: statistics.Interval
-    baseline: str = None
 
 
 # ---------------------------------------------------------------- methods and rankings
@@ -216,7 +202,7 @@ class VariantScores:
 
 
 # ---------------------------------------------------------------- the run
-def run_faithfulness(setup, examples, dknn, methods=DEFAULT_METHODS,
+def run_faithfulness(setup, examples, dknn, methods=saliency.STUDY_METHODS,
                      classifiers=tuple(CLASSIFIERS), batchsize=256, curves=True, seed=0,
                      fractions=faithfulness.ERASER_FRACTIONS, progress=True, optional=()):
     """Every method's rankings (and the baselines) measured under every classifier, and
@@ -276,33 +262,35 @@ def measure_values(result, ranking, curves=True):
     return values
 
 
+def method_values(run, measured):
+    """{ranking: {measure: (S,)}} of one classifier of the run (measure_values)."""
+    return {ranking: measure_values(measured.result, ranking, run.curves)
+            for ranking in run.rankings}
+
+
 def summarize(run, n_resamples=1000, confidence=0.95, seed=0):
-    """[Summary]: every classifier x ranking x measure (measure_values) with its
-    bootstrap interval over sentences, plus 'same_y' (the share of sentences whose map
-    was made for the classifier's y) for the methods."""
+    """[statistics.Summary]: every classifier x ranking x measure (measure_values) with
+    its bootstrap interval over sentences, plus 'same_y' (the share of sentences whose
+    map was made for the classifier's y) for the methods."""
     rows = []
     for name, measured in run.classifiers.items():
-        for ranking in run.rankings:
-            values = measure_values(measured.result, ranking, run.curves)
+        values = method_values(run, measured)
+        for ranking in values:
             if ranking in measured.same_prediction:
-                values['same_y'] = measured.same_prediction[ranking].astype(np.float64)
-            rows += [Summary(name, ranking, measure, statistics.bootstrap_ci(
-                v, n_resamples, confidence, seed)) for measure, v in values.items()]
+                values[ranking]['same_y'] = measured.same_prediction[ranking].astype(np.float64)
+        rows += statistics.summarize_measures(values, n_resamples, confidence, seed, classifier=name)
     return rows
 
 
-def paired_differences(run, pairs=DIFFERENCE_PAIRS, n_resamples=1000, confidence=0.95,
+def paired_differences(run, pairs=saliency.STUDY_PAIRS, n_resamples=1000, confidence=0.95,
                        seed=0):
-    """[Summary] of measure(method) - measure(baseline), the same sentences resampled
-    for both, per classifier, pair (both methods in the run) and headline measure."""
+    """[statistics.Summary] of measure(method) - measure(baseline), the same sentences
+    resampled for both, per classifier, pair (both methods in the run) and headline
+    measure."""
     rows = []
     for name, measured in run.classifiers.items():
-        for method, baseline in pairs:
-            if method not in run.methods or baseline not in run.methods:
-                continue
-            a = measure_values(measured.result, method, run.curves)
-            b = measure_values(measured.result, baseline, run.curves)
-            rows += [Summary(name, method, measure, statistics.paired_bootstrap_ci(
-                a[measure], b[measure], n_resamples, confidence, seed), baseline)
-                for measure in HEADLINE_MEASURES if measure in a]
+        values = {method: scores for method, scores in method_values(run, measured).items()
+                  if method in run.methods}
+        rows += statistics.paired_measure_differences(values, pairs, HEADLINE_MEASURES, n_resamples,
+                                              confidence, seed, classifier=name)
     return rows

@@ -50,6 +50,10 @@ from deepknn.interpret.leave_one_out import (DEFAULT_BATCHSIZE, Interpretation, 
 from nlp_utils import UserError
 
 DEFAULT_METHODS = ('conformity', 'confidence', 'gradient')   # the paper's Table 2
+# What the map studies (faithfulness, plausibility) measure by default, and the paired
+# differences each reports: (method, compared with).
+STUDY_METHODS = ('conformity', 'confidence', 'calibrated', 'credibility', 'gradient')
+STUDY_PAIRS = (('conformity', 'confidence'), ('conformity', 'gradient'))
 
 # name -> Interpreter subclass, in the order the classes were defined (the order of
 # --help and of error messages).

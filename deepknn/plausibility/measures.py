@@ -120,12 +120,6 @@ def rationale(tree, gold_sign=None):
 
 
 # ---------------------------------------------------------------- measures
-def average_precision(scores, relevant):
-    """evaluation.ranking.average_precision of `scores` (n,) against the rationale
-    `relevant` (n,) bool; NaN without a relevant word."""
-    return ranking.average_precision(scores, relevant, if_none='nan')
-
-
 def top_k(scores, k):
     """(n,) bool: the k words of largest score, ties by position."""
     chosen = np.zeros(len(scores), dtype=bool)
@@ -195,7 +189,8 @@ def sentence_measures(importance, toward_gold, human, thresholds=DEFAULT_THRESHO
     for threshold in thresholds:
         relevant = human.binary(threshold)
         chosen = top_k(magnitude, int(relevant.sum()))
-        values[measure_name('auprc', threshold)] = average_precision(magnitude, relevant)
+        values[measure_name('auprc', threshold)] = ranking.average_precision(
+            magnitude, relevant, if_none='nan')
         values[measure_name('token_f1', threshold)] = token_f1(chosen, relevant)
         values[measure_name('iou_f1', threshold)] = iou_f1(runs(chosen), human.spans(threshold))
         values[measure_name('highlight_recall', threshold)] = (

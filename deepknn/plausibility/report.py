@@ -17,11 +17,9 @@ import re
 import numpy as np
 
 from deepknn.plausibility import measures as plausibility
-from deepknn.faithfulness import report as faithfulness_report
 from deepknn.reports import plots
-from deepknn.faithfulness.report import interval_text
 from deepknn.reports import tables
-from deepknn.reports.tables import markdown_table
+from deepknn.reports.tables import interval_text, markdown_table, signed_interval, verdict
 from nlp_utils import UserError
 
 CSV_COLUMNS = ['section', 'method', 'baseline', 'measure', 'mean', 'low', 'high', 'n',
@@ -169,9 +167,9 @@ def summary_rows(run_name, rows, threshold):
         n = measures['auprc']['n'] if 'auprc' in measures else ''
         out.append(dict({'run': run_name, 'difference': difference,
                          'threshold': '{:g}'.format(threshold), 'n': n,
-                         'verdict': faithfulness_report.verdict(
+                         'verdict': verdict(
                              values, plausibility.HIGHER_IS_BETTER, 'more plausible')},
-                        **{m: faithfulness_report.signed_interval(*values[m]) if m in values
+                        **{m: signed_interval(*values[m]) if m in values
                            else '' for m in SUMMARY_MEASURES}))
     return out
 

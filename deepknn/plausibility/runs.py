@@ -15,7 +15,6 @@ import sys
 import numpy as np
 import tqdm
 
-from deepknn.faithfulness import runs as faithfulness_runs
 from deepknn.evaluation import statistics
 from deepknn.plausibility import measures as plausibility
 from deepknn.interpret import saliency
@@ -39,16 +38,6 @@ class PlausibilityRun:
     n_sentences: int
     n_unaligned: int
     notes: list
-
-
-@dataclasses.dataclass
-class Summary:
-    """A bootstrap interval of the mean of a measure over sentences; `baseline` is set
-    for the paired difference measure(method) - measure(baseline)."""
-    method: str
-    measure: str
-    interval: statistics.Interval
-    baseline: str = None
 
 
 def check_binary(setup, positive_label='positive'):
@@ -90,7 +79,7 @@ def align_rationales(examples, trees, positive_id):
                     for i, sign in zip(kept, signs)], len(examples), alignment.n_unaligned)
 
 
-def run_plausibility(setup, examples, trees, dknn, methods=faithfulness_runs.DEFAULT_METHODS,
+def run_plausibility(setup, examples, trees, dknn, methods=saliency.STUDY_METHODS,
                      thresholds=plausibility.DEFAULT_THRESHOLDS, batchsize=256, seed=0,
                      progress=True, positive_label='positive'):
     """Every method's plausibility on `examples` ([(tokens, label)]) against `trees`
@@ -140,20 +129,15 @@ def measure_all(per_sentence, humans, thresholds, progress=None):
 
 # ---------------------------------------------------------------- summaries
 def summarize(run, n_resamples=1000, confidence=0.95, seed=0):
-    """[Summary]: every method (and the random baseline) x measure, bootstrap over the
-    sentences where the measure has a value."""
-    return [Summary(method, measure, statistics.bootstrap_ci(
-        values, n_resamples, confidence, seed))
-        for method, measures in run.values.items() for measure, values in measures.items()]
+    """[statistics.Summary]: every method (and the random baseline) x measure, bootstrap
+    over the sentences where the measure has a value."""
+    return statistics.summarize_measures(run.values, n_resamples, confidence, seed)
 
 
-def paired_differences(run, pairs=faithfulness_runs.DIFFERENCE_PAIRS, n_resamples=1000,
+def paired_differences(run, pairs=saliency.STUDY_PAIRS, n_resamples=1000,
                        confidence=0.95, seed=0):
-    """[Summary] of measure(method) - measure(baseline) on the same sentences, for each
-    pair of faithfulness_runs.DIFFERENCE_PAIRS (conformity - confidence, conformity -
-    gradient) whose methods both ran, and each measure."""
-    return [Summary(method, measure, statistics.paired_bootstrap_ci(
-        run.values[method][measure], run.values[baseline][measure], n_resamples, confidence,
-        seed), baseline)
-        for method, baseline in pairs if method in run.methods and baseline in run.methods
-        for measure in run.values[method]]
+    """[statistics.Summary] of measure(method) - measure(baseline) on the same sentences,
+    for each pair of saliency.STUDY_PAIRS (conformity - confidence,
+    conformity - gradient) whose methods both ran, and each measure."""
+    values = {method: run.values[method] for method in run.methods}
+    return statistics.paired_measure_differences(values, pairs, None, n_resamples, confidence, seed)

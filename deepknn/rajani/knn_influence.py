@@ -88,7 +88,7 @@ def _flipped_mask(n, flipped):
     return mask
 
 
-def average_precision(scores, flipped):
+def flipped_average_precision(scores, flipped):
     """evaluation.ranking.average_precision of `scores` (N,) (higher: more suspicious)
     for the flipped indices; a ValueError without any."""
     return ranking_measures.average_precision(scores, _flipped_mask(len(scores), flipped),
@@ -105,7 +105,7 @@ def ranked_scores(scores, flipped):
     """A detector's ranking measured as the field does (cleanlab's benchmarks): AUPRC,
     and precision and recall among the first k = number of flipped (equal by design)."""
     precision, recall = precision_recall_at(ranking_of(scores), flipped, len(flipped))
-    return {'auprc': average_precision(scores, flipped), 'k': len(flipped),
+    return {'auprc': flipped_average_precision(scores, flipped), 'k': len(flipped),
             'precision_at_k': precision, 'recall_at_k': recall,
             'base_rate': len(flipped) / len(scores)}
 

@@ -3,6 +3,8 @@ import csv
 import io
 import os
 
+import numpy as np
+
 import nlp_utils
 
 # The model_sha256 of a row carried from a table written before tables named their weights.
@@ -72,3 +74,36 @@ def carried_note(carried, table, results_dir):
                  '"{}"); rerunning its training command records it.\n'.format(
                      len(unhashed), 'was' if len(unhashed) == 1 else 'were', NOT_RECORDED))
     return note
+
+
+# ---------------------------------------------------------------- interval cells and verdicts
+def number(value, digits=3):
+    """'0.123'; '' for None or NaN."""
+    return '' if value is None or np.isnan(value) else '{:.{}f}'.format(value, digits)
+
+
+def interval_text(interval, digits=3):
+    """'0.123 [0.100, 0.150]'; '' for an interval without sentences."""
+    if interval.n == 0:
+        return ''
+    return '{} [{}, {}]'.format(*(number(v, digits) for v in
+                                  (interval.mean, interval.low, interval.high)))
+
+
+def signed_interval(mean, low, high):
+    """'+0.012 [-0.003, +0.020]': a difference and its interval."""
+    return '{:+.3f} [{:+.3f}, {:+.3f}]'.format(mean, low, high)
+
+
+def verdict(differences, higher_is_better, better_word='more faithful'):
+    """'more faithful on 2, less on 1, inside the spread on 1' for {measure: (mean,
+    low, high)} of one method minus another, by whether each interval excludes 0 and
+    on which side (higher_is_better: measure -> whether a higher value is better)."""
+    counts = {better_word: 0, 'less': 0, 'inside the spread': 0}
+    for measure, (_, low, high) in differences.items():
+        if low > 0 or high < 0:
+            better = (low > 0) == higher_is_better[measure]
+            counts[better_word if better else 'less'] += 1
+        else:
+            counts['inside the spread'] += 1
+    return ', '.join('{} on {}'.format(name, n) for name, n in counts.items() if n)

@@ -8,6 +8,7 @@ import pytest
 import cli_helpers
 
 from deepknn.faithfulness import report as faithfulness_report
+from deepknn.reports.tables import verdict
 from deepknn.reports import paper_analyses
 from deepknn.reports import paper_numbers
 import paper_results
@@ -325,9 +326,10 @@ def test_rerun_command_names_every_changed_setting():
 def test_faithfulness_summary_gives_each_difference_its_verdict(tmp_path):
     # comprehensiveness up and deletion down: more faithful; sufficiency up: less;
     # insertion's interval holds 0: inside the spread.
-    assert faithfulness_report.verdict({
+    assert verdict({
         'aopc_comp': (0.1, 0.05, 0.15), 'aopc_suff': (0.1, 0.05, 0.15),
-        'deletion_auc': (-0.1, -0.2, -0.05), 'insertion_auc': (0.0, -0.1, 0.1)}) == \
+        'deletion_auc': (-0.1, -0.2, -0.05), 'insertion_auc': (0.0, -0.1, 0.1)},
+        faithfulness_report.HIGHER_IS_BETTER) == \
         'more faithful on 2, less on 1, inside the spread on 1'
     lines = ['section,classifier,method,baseline,measure,mean,low,high,n,excludes_zero',
              'measure,softmax,conformity,,aopc_comp,0.3,0.2,0.4,7,']

@@ -12,6 +12,7 @@ from deepknn.evaluation import calibration
 from deepknn.explorer import app as explorer_app
 from deepknn.explorer import session as explorer
 from deepknn.feng import input_reduction
+from deepknn.neighbors.dknn_settings import DkNNSettings
 import cli_helpers
 import explore
 import predict
@@ -34,7 +35,7 @@ def run(tmp_path_factory, data_files):  # noqa: F811
 
 @pytest.fixture(scope='module')
 def session(run):
-    return explorer.ExplorerSession.open(run, explorer.Settings(k=K))
+    return explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
 
 
 @pytest.fixture(scope='module')
@@ -282,7 +283,7 @@ def test_an_export_holding_a_users_file_is_refused_before_any_work(run, tmp_path
 
 def test_a_pair_bilstm_takes_premise_and_hypothesis(tmp_path):
     out = train_snli_bilstm(tmp_path)
-    session = explorer.ExplorerSession.open(str(out / 'args.json'), explorer.Settings(k=K))
+    session = explorer.ExplorerSession.open(str(out / 'args.json'), explorer.Settings(DkNNSettings(k=K)))
     client = TestClient(explorer_app.make_app(session))
     assert client.get('/api/info').json()['pair'] is True
     answer = client.post('/api/predict', json={'premise': 'A man sits outside today.',
@@ -304,7 +305,7 @@ def test_a_pretrained_transformer_run_is_explored_like_a_cnn(tmp_path, data_file
     out = tmp_path / 'custom_transformer'
     train(out, data_files, '--model', 'transformer', '--pretrained', str(checkpoint),
           '--epoch', '1', '--max-length', '32')
-    session = explorer.ExplorerSession.open(str(out / 'args.json'), explorer.Settings(k=K))
+    session = explorer.ExplorerSession.open(str(out / 'args.json'), explorer.Settings(DkNNSettings(k=K)))
     client = TestClient(explorer_app.make_app(session))
     answer = client.post('/api/predict', json={'text': 'the movie was good',
                                                'all_layers': True}).json()
@@ -320,7 +321,7 @@ def test_a_pretrained_transformer_run_is_explored_like_a_cnn(tmp_path, data_file
 
 def test_a_run_without_calibration_split_is_explored_softmax_only(run, monkeypatch):
     drop_calibration_split(monkeypatch)
-    session = explorer.ExplorerSession.open(run, explorer.Settings(k=K))
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
     client = TestClient(explorer_app.make_app(session))
     info = client.get('/api/info').json()
     assert info['has_dknn'] is False and info['methods'] == ['confidence', 'gradient']
@@ -349,15 +350,15 @@ def test_an_evaluation_file_is_shown_beside_the_splits(run, data_files):  # noqa
 
 @pytest.mark.parametrize('backend', ['faiss', 'kdtree'])
 def test_the_folder_is_locked_only_while_a_cache_is_written(run, backend):
-    explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))  # caches now
+    explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K, backend=backend)))  # caches now
     folder = os.path.dirname(run)
     with cli_helpers.held_by_another_process(folder, 'another command'):
-        session = explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
+        session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K, backend=backend)))
         assert session.dknn is not None
         os.remove(os.path.join(folder, 'dknn_cache.npz'))
         with pytest.raises(UserError, match='another command'):
-            explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
-    explorer.ExplorerSession.open(run, explorer.Settings(k=K, backend=backend))
+            explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K, backend=backend)))
+    explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K, backend=backend)))
     assert os.path.exists(os.path.join(folder, 'dknn_cache.npz'))
 
 
@@ -365,7 +366,7 @@ def test_a_run_retrained_under_the_explorer_is_refused_never_mixed(tmp_path, dat
     out = tmp_path / 'custom_cnn'
     train(out, data_files, '--epoch', '2')
     stale = TestClient(explorer_app.make_app(explorer.ExplorerSession.open(
-        str(out / 'args.json'), explorer.Settings(k=K))))
+        str(out / 'args.json'), explorer.Settings(DkNNSettings(k=K)))))
     assert stale.post('/api/predict', json={'text': 'a fine film'}).status_code == 200
     train(out, data_files, '--epoch', '2', '--seed', '3', '--force')   # predict.py's new model
     for answer in (stale.post('/api/predict', json={'text': 'a fine film'}),

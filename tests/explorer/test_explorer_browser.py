@@ -16,6 +16,7 @@ import pytest
 
 from deepknn.explorer import app as explorer_app
 from deepknn.explorer import session as explorer
+from deepknn.neighbors.dknn_settings import DkNNSettings
 import explore
 from tests.commands.test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
 
@@ -143,7 +144,7 @@ def run(tmp_path_factory, data_files):  # noqa: F811
 
 
 def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
-    session = explorer.ExplorerSession.open(run, explorer.Settings(k=K))
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
     expected = session.predict({'text': SENTENCE})
     n_wrong = len(session.table('test').matching(
         explorer.queries.Query(wrong='either')))
@@ -182,6 +183,47 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert 'more than the limit of 1000' in seen['too_long']
     assert exported_rows == 3 and exported_layers == 4
     assert exported_source.startswith('Example 0 of test')
+
+
+# Dataset-view queries: several filters, sorts and pages, as the URL carries them.
+QUERIES = [{}, {'sort': 'credibility'}, {'sort': 'credibility', 'order': 'desc'},
+           {'sort': 'softmax_probability', 'order': 'desc', 'wrong': 'either'},
+           {'sort': 'text'}, {'sort': 'gold', 'order': 'desc', 'per_page': '7', 'page': '2'},
+           {'wrong': 'softmax', 'per_page': '5', 'page': '2'},
+           {'max_credibility': '0.5', 'sort': 'credibility', 'order': 'desc'},
+           {'label': 'LABEL1', 'sort': 'text', 'order': 'desc'}, {'wrong': 'dknn', 'page': '9'}]
+
+
+def test_the_static_export_pages_rows_as_the_server_does(run, tmp_path):
+    """queries.py (the server) and pageOf in explorer.js (the static export) give the same
+    row ids, counts and pages for the same query over the same exported rows."""
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
+    limit = 30
+    table = explorer.queries.SplitTable.evaluate(
+        'test', session.examples['test'][:limit], session.setup, session.dknn,
+        session.settings.dknn.batchsize)
+    labels = table.label_names
+    queries = [dict(q, label=labels[-1]) if 'label' in q else q for q in QUERIES]
+    export = str(tmp_path / 'export')
+    explore.main(['--model-setup', run, '--k', str(K), '--export', export,
+                  '--limit', str(limit)])
+    driver = chromium()
+    try:
+        driver.get('file://' + os.path.join(export, 'index.html') + '#/dataset?split=test')
+        wait_for(driver, '#dataset-table tr.row')
+        from_js = [driver.execute_script(
+            'const p = pageOf(STATIC.rows.test, arguments[0], "test");'
+            'return [p.rows.map((r) => r.index), p.n_matching, p.page, p.n_pages];', query)
+            for query in queries]
+    finally:
+        driver.quit()
+    from_python = []
+    for query in queries:
+        page = table.page(explorer.queries.Query.from_params(query, labels))
+        from_python.append([[row['index'] for row in page['rows']], page['n_matching'],
+                            page['page'], page['n_pages']])
+    assert from_js == from_python
+    assert len({str(ids) for ids, *_ in from_python}) > 5    # the queries differ
 
 
 @pytest.mark.skipif(not os.environ.get('EXPLORER_SCREENSHOTS'),

@@ -16,6 +16,7 @@ from deepknn.cli import command_line_message
 from deepknn.neighbors import dknn as dknn_lib
 from deepknn.faithfulness import measures as faithfulness
 from deepknn.faithfulness import runs
+from deepknn.interpret import saliency
 from deepknn.interpret.leave_one_out import Interpretation
 from deepknn.faithfulness import report as faithfulness_report
 import nets
@@ -186,7 +187,7 @@ def test_calibrated_without_temperature_json_is_an_error_unless_optional(tmp_pat
                                         '`model_setup` .*args.json first'):
         runs.usable_methods(setup, 'conformity,calibrated,gradient')
     methods, notes = runs.usable_methods(setup, 'conformity,calibrated,gradient',
-                                         optional=runs.DEFAULT_METHODS)
+                                         optional=saliency.STUDY_METHODS)
     assert methods == ('conformity', 'gradient')
     assert len(notes) == 1 and 'calibrated left out' in notes[0] and '`scaling`' in notes[0]
     with pytest.raises(UserError, match='none of calibrated can run'):

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from deepknn.evaluation import ranking
 from deepknn.plausibility import measures as pl
 from deepknn.data import sst_trees
 from nlp_utils import UserError
@@ -121,10 +122,10 @@ def test_rationale_uses_the_largest_explanatory_phrase():
 
 # ---------------------------------------------------------------- the measures
 def test_average_precision_of_hand_computed_rankings():
-    assert pl.average_precision([3, 2, 1], [True, False, True]) == pytest.approx((1 + 2 / 3) / 2)
+    assert ranking.average_precision([3, 2, 1], [True, False, True]) == pytest.approx((1 + 2 / 3) / 2)
     # Tied words enter together: one threshold with precision 1/2.
-    assert pl.average_precision([1, 1, 0], [False, True, False]) == pytest.approx(0.5)
-    assert math.isnan(pl.average_precision([1, 2], [False, False]))
+    assert ranking.average_precision([1, 1, 0], [False, True, False]) == pytest.approx(0.5)
+    assert math.isnan(ranking.average_precision([1, 2], [False, False], if_none='nan'))
 
 
 HUMAN = pl.rationale(tree(MIXED))     # soft [0, 1, 0, 0.5], signed [0, 1, 0, -0.5]

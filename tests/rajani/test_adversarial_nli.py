@@ -254,10 +254,10 @@ def test_split_seeds_share_one_forward_pass_and_a_changed_set_is_run_again(hans_
 # ---------------------------------------------------------------- ranked detection
 def test_auprc_known_answers():
     flipped = [2, 5]
-    assert knn_influence.average_precision([0, 0, 9, 0, 0, 8], flipped) == 1.0
-    assert knn_influence.average_precision(np.ones(6), flipped) == pytest.approx(2 / 6)
+    assert knn_influence.flipped_average_precision([0, 0, 9, 0, 0, 8], flipped) == 1.0
+    assert knn_influence.flipped_average_precision(np.ones(6), flipped) == pytest.approx(2 / 6)
     # ranking 2, 0, 5, ...: precision 1/1 at the first flip, 2/3 at the second
-    assert knn_influence.average_precision([5, 0, 6, 0, 0, 4], flipped) == pytest.approx(
+    assert knn_influence.flipped_average_precision([5, 0, 6, 0, 0, 4], flipped) == pytest.approx(
         (1 + 2 / 3) / 2)
 
 
