@@ -4,7 +4,7 @@ installed by .ci/run) driven by selenium over a tiny trained model.
 The same code takes the README's screenshots of a real run:
 
     EXPLORER_SCREENSHOTS=docs/images EXPLORER_RUN=results/stsa.binary_cnn/args.json \
-        .venv/bin/python -m pytest -q tests/test_explorer_browser.py -k screenshots
+        .venv/bin/python -m pytest -q tests/explorer/test_explorer_browser.py -k screenshots
 """
 import os
 import shutil
