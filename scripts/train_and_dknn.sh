@@ -36,7 +36,7 @@ else
       ${vectors[@]+"${vectors[@]}"} --out "$out" $replace "$@"
   mv "$timing" "$out/time.txt"
   # recorded in the run's manifest: --force may replace the run with it (docs/your-files.md)
-  "$py" -c 'import sys; from deepknn import manifest; manifest.record(sys.argv[1], ["time.txt"])' "$out"
+  "$py" -c 'import sys; from deepknn.storage import manifest; manifest.record(sys.argv[1], ["time.txt"])' "$out"
 fi
 if grep -q '"n_calib": 0,' "$out/args.json"; then
   echo "$out has no calibration split (--n-calib 0): DkNN skipped" >&2
