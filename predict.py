@@ -7,7 +7,8 @@
 raw text: it is tokenized like the model's training data and lower-cased where the
 vocabulary only knows the lower case. Writes OUT/NAME.csv and OUT/NAME.md: per line the
 model's prediction and softmax probability, the DkNN's prediction, credibility and
-confidence, and the words the model has no entry for; and OUT/NAME.html and
+confidence, each --trust scorer's score (docs/shift.md; higher = more trusted), and the
+words the model has no entry for; and OUT/NAME.html and
 OUT/NAME_importances.csv, a map per sentence for each of --methods ('none' for no
 maps). A model trained with --n-calib 0 has no calibration split: its table has the
 softmax columns only.
@@ -23,6 +24,8 @@ from deepknn.storage import result_folder
 from deepknn.interpret import saliency
 from deepknn.reports import saliency_report
 from deepknn.reports.tables import markdown_table, table_writes
+from deepknn.shift import trust
+from deepknn.shift.scorers import SCORERS
 import nlp_utils
 from nlp_utils import UserError
 
@@ -34,6 +37,7 @@ def parse_args(argv=None):
                         help='text file, one sentence (or premise<TAB>hypothesis) per line')
     cli.add_outputs(parser, cli.RESULTS, 'predictions')
     cli.add_methods(parser, saliency, saliency.DEFAULT_METHODS, none=True)
+    cli.add_trust(parser, SCORERS, trust.DEFAULT_TRUST)
     cli.add_dknn(parser)
     cli.add_engine(parser)
     cli.add_batchsize(parser)
@@ -92,15 +96,18 @@ def unknown_words(tokens, vocab):
     return ' '.join(t for part in parts for t in part if t not in vocab)
 
 
-def prediction_rows(setup, inputs, dknn, batchsize):
-    """One row per input: softmax (and DkNN, where there is one) prediction columns."""
+def prediction_rows(setup, inputs, dknn, batchsize, fitted_trust=None):
+    """One row per input: softmax (and DkNN, where there is one) prediction columns, and
+    a trust_<name> column per fitted trust scorer of `fitted_trust` ({name: scorer})."""
     examples = setup.encode([(tokens, None) for _, tokens in inputs])
+    layers = dknn_lib.checked_activations(setup.model.layer_activations(
+        [x for x, _ in examples], batchsize, progress='predicting'), 'input')
     if dknn is None:
-        logits = dknn_lib.checked_activations(setup.model.layer_activations(
-            [x for x, _ in examples], batchsize, progress='predicting'), 'input')[-1]
-        result = {'softmax_probability': calibration.softmax(logits)}
-    else:
-        result = dknn_evaluation.evaluate(setup, dknn, examples, batchsize)
+        result = {'softmax_probability': calibration.softmax(layers[-1])}
+    else:   # the last DkNN layer is the logits
+        result = dknn_evaluation.evaluate_activations(dknn, layers, [None] * len(examples),
+                                                      layers[-1])
+    trusted = trust.trust_scores(fitted_trust, layers) if fitted_trust else {}
     names = setup.label_names
     rows = []
     for i, (number, tokens) in enumerate(inputs):
@@ -112,6 +119,8 @@ def prediction_rows(setup, inputs, dknn, batchsize):
             row.update({'dknn_prediction': names[int(result['prediction'][i])],
                         'credibility': round(float(result['credibility'][i]), 4),
                         'dknn_confidence': round(float(result['confidence'][i]), 4)})
+        row.update({'trust_' + name: round(float(scores[i]), 4)
+                    for name, scores in trusted.items()})
         row['unknown_words'] = unknown_words(tokens, setup.vocab)
         rows.append(row)
     return rows
@@ -157,10 +166,11 @@ def predict(args, setup, dknn_settings, maps, read, stem):
     table's header); write the table and the maps together under the path `stem` (no
     suffix)."""
     (methods, settings), (inputs, notes) = maps, read
-    dknn = None
+    dknn, fitted_trust = None, {}
     if setup.splits.calib:
         dknn = dknn_lib.dknn_from_setup(setup, dknn_settings)
-    rows = prediction_rows(setup, inputs, dknn, args.batchsize)
+        fitted_trust = trust.fitted_trust(setup, dknn_settings, args.trust)
+    rows = prediction_rows(setup, inputs, dknn, args.batchsize, fitted_trust)
     header = '# Predictions for {}\n\nModel: {}. {}{}\n{}'.format(
         args.input, model_setup.run_description(setup), cli.provenance(),
         '' if dknn else ' No calibration split: softmax only.',

@@ -28,7 +28,6 @@ from deepknn.shift import measured, sets as sets_lib, study as study_lib  # noqa
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
-SHIFT = os.path.join(cli.RESULTS, 'shift')
 ALPHA_GRID = np.round(np.linspace(0.01, 0.3, 30), 3)
 
 
@@ -48,7 +47,7 @@ def parse_args(argv=None):
     cli.add_dknn(parser)
     cli.add_batchsize(parser)
     cli.add_data_dir(parser)
-    cli.add_outputs(parser, SHIFT, 'the name of the first run')
+    cli.add_outputs(parser, cli.SHIFT, 'the name of the first run')
     return parser.parse_args(argv)
 
 
@@ -80,7 +79,7 @@ def main(argv=None):
     args = parse_args(argv)
     check_files(args)
     first = os.path.basename(os.path.dirname(os.path.abspath(args.model_setup[0])))
-    stem = cli.output_stem(args, SHIFT, first)
+    stem = cli.output_stem(args, cli.SHIFT, first)
     outputs = [stem + suffix for suffix in ('.md', '.csv', '_seeds.md', '_seeds.csv',
                                             '_risk_coverage.png', '_auroc.png', '_coverage.png')]
     cli.check_table_outputs(args.out, args.overwrite, outputs)

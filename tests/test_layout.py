@@ -706,8 +706,10 @@ def shared_flags():
     import inspect
     import types
     from deepknn import cli
+    from deepknn.registry import Registry
     stand_ins = {'registry': types.SimpleNamespace(describe_methods=lambda: '',
                                                     parse_methods=tuple),
+                 'scorers': Registry('stand-in'),
                  'default_name': 'x', 'default': None, 'help': 'x'}
     flags = set()
     for name, function in inspect.getmembers(cli, inspect.isfunction):

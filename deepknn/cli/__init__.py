@@ -31,7 +31,8 @@ RAJANI = os.path.join(RESULTS, 'rajani')              # Rajani et al. 2020: kNN 
 FENG = os.path.join(RESULTS, 'feng')                  # Feng et al. 2018: input reduction
 FAITHFULNESS = os.path.join(RESULTS, 'faithfulness')  # faithfulness and plausibility of maps
 BENCHMARKS = os.path.join(RESULTS, 'benchmarks')      # speed measurements (benchmarks/)
-STUDIES = (WALLACE, RAJANI, FENG, FAITHFULNESS, BENCHMARKS)
+SHIFT = os.path.join(RESULTS, 'shift')                # trust under distribution shift
+STUDIES = (WALLACE, RAJANI, FENG, FAITHFULNESS, BENCHMARKS, SHIFT)
 def parser(doc):
     """An ArgumentParser described by the first line of a module docstring."""
     return ArgumentParser(description=doc.split('\n')[0])
@@ -265,6 +266,20 @@ def add_methods(parser, registry, default=None, help='comma-separated interpreta
                             registry.describe_methods().replace('%', '%%')))
     if old_flag:
         add_hidden_alias(parser, old_flag, 'methods', type=names)
+
+
+def add_trust(parser, scorers, default=()):
+    """--trust a,b ('none': none): trust scorers of the shift study (docs/shift.md) shown
+    beside credibility, read back as a tuple of names. `scorers`: their Registry
+    (deepknn.shift.scorers.SCORERS; this module imports no layer above 1)."""
+    def names(text):
+        try:
+            return () if text.strip() == 'none' else scorers.parse(text, 'trust')
+        except nlp_utils.UserError as error:    # 'trust: why': argparse names the flag
+            raise argparse.ArgumentTypeError(str(error).split(': ', 1)[1])
+    parser.add_argument('--trust', type=names, default=','.join(default) or 'none', help=(
+        "trust scorers fitted on the training and calibration splits (or 'none'; default: "
+        '%(default)s): ' + scorers.describe().replace('%', '%%')))
 
 
 def add_epoch(parser, default, help='training epochs'):

@@ -26,7 +26,7 @@ PARAMETER_FLAGS = {
     'gpu': '--gpu', 'importance': '--methods', 'k': '--k', 'kind': '--faiss-kind',
     'label_noise': '--label-noise', 'lambda': '--lambda',
     'last_layer_only': '--last-layer-only', 'layer': '--layer', 'limit': '--limit',
-    'lr': '--lr', 'methods': '--methods', 'model_setup': '--model-setup',
+    'lr': '--lr', 'methods': '--methods', 'model_setup': '--model-setup', 'trust': '--trust',
     'n_calib': '--n-calib', 'n_validation': '--n-validation',
     'neighbor_labels': '--neighbor-labels', 'nprobe': '--nprobe', 'out': '--out',
     'overwrite': '--overwrite', 'pq_m': '--pq-m', 'ray_address': '--ray-address',

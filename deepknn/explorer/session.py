@@ -30,6 +30,7 @@ from deepknn.explorer import queries
 from deepknn.feng import input_reduction
 from deepknn.reports import saliency_report
 from deepknn.interpret.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS
+from deepknn.shift import trust as trust_lib
 from nlp_utils import UserError
 
 MAX_CHARACTERS = 1000      # per typed text field: a longer one is refused with a message
@@ -44,6 +45,7 @@ class Settings:
     dknn: dknn_settings.DkNNSettings = dataclasses.field(
         default_factory=dknn_settings.DkNNSettings)
     n_neighbors: int = 10         # training examples shown per layer
+    trust: tuple = trust_lib.DEFAULT_TRUST   # trust scorers shown beside credibility
     max_characters: int = MAX_CHARACTERS
     gpu: int = -1
     data_dir: Optional[str] = None
@@ -83,6 +85,8 @@ class ExplorerSession:
         self.temperature = temperature
         self.settings = settings
         self.methods = supported_methods(dknn is not None, temperature is not None)
+        self.trust = trust_lib.fitted_trust(setup, settings.dknn, settings.trust) \
+            if dknn is not None else {}
         self.lock = threading.Lock()
         self.examples = {}          # name -> token-level examples shown in the dataset view
         self.tables = {}            # name -> its SplitTable, evaluated on first request
@@ -209,6 +213,7 @@ class ExplorerSession:
             layers = dknn_lib.checked_activations(
                 self.setup.model.layer_activations([ids], 1), 'input')
             result = self.dknn.predict_from_activations(layers) if self.dknn else None
+            trusted = trust_lib.trust_scores(self.trust, layers) if self.trust else {}
             maps = saliency.interpret_all(self.setup, self.methods, [(tokens, gold)],
                                           self.dknn, progress=False) if self.methods else {}
         names = self.setup.label_names
@@ -224,7 +229,9 @@ class ExplorerSession:
             answer['dknn'] = dict(probabilities(result['p_values'][0], names, 'p_values'),
                                   prediction=names[int(result['prediction'][0])],
                                   credibility=float(result['credibility'][0]),
-                                  confidence=float(result['confidence'][0]))
+                                  confidence=float(result['confidence'][0]),
+                                  trust={name: float(scores[0])
+                                         for name, scores in trusted.items()})
             answer['neighbors'] = self.neighbor_views(result, all_layers)
         return answer
 

@@ -11,6 +11,7 @@ import copy
 import functools
 
 import numpy as np
+import tqdm
 
 from deepknn.evaluation import calibration, conformal, ranking, selective, statistics
 from deepknn.shift import sets as sets_lib
@@ -48,14 +49,18 @@ def trust_measures(correct):
 
 def misclassification_rows(study, n_resamples, seed=0):
     """Per labelled set and scorer: AUROC of right vs wrong, AUPR of the wrong ones,
-    AURC and selective accuracy at COVERAGES (softmax predictions)."""
+    AURC and selective accuracy at COVERAGES (softmax predictions); the per-layer scorers
+    ('name@layer', for the per-layer table) AUROC only."""
     rows = []
-    for result in study.sets:
+    for result in tqdm.tqdm(study.sets, desc='bootstrapping measures', unit='set'):
         if result.shift_set.gold is None:
             continue
         correct = result.shift_set.correct(result.softmax_prediction)
+        measures = trust_measures(correct)
         for label in study.labels:
-            for measure, statistic in trust_measures(correct).items():
+            for measure, statistic in measures.items():
+                if '@' in label and measure != 'auroc':
+                    continue
                 rows.append(_row(result.shift_set, label, measure, statistics.bootstrap_statistic_ci(
                     statistic, [result.scores[label], correct], n_resamples, seed=seed)))
     return rows

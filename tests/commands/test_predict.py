@@ -4,6 +4,7 @@ import os
 import subprocess
 import types
 
+import numpy as np
 import pytest
 
 from deepknn.evaluation import calibration
@@ -228,3 +229,25 @@ def test_a_labelled_file_is_noted_not_read_silently(run, tmp_path, capsys):
     predict.main(['--model-setup', run, '--input', str(tmp_path / 'plain.txt'), '--out',
                   str(tmp_path / 'plain'), '--k', '5'])
     assert 'starts with a label' not in capsys.readouterr().err
+
+
+def test_trust_scores_stand_beside_credibility(run, tmp_path):
+    """--trust msp,energy: max softmax equals the softmax column (a known answer), energy
+    is logsumexp of the logits; the default is the study's scorer; 'none' drops them."""
+    (tmp_path / 'new.txt').write_text('The movie was GREAT\nit was awful zzz\n')
+    stem = str(tmp_path / 'trusted')
+    predict.main(['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out', stem,
+                  '--k', '5', '--methods', 'none', '--trust', 'msp,energy'])
+    rows = read_csv(stem + '.csv')
+    assert [r['trust_msp'] for r in rows] == [r['softmax_probability'] for r in rows]
+    setup = model_setup.load_setup(run)
+    logits = setup.model.predict_logits([x for x, _ in setup.encode(
+        [(tokens, None) for _, tokens in setup.new_inputs(str(tmp_path / 'new.txt'))])])
+    energy = [float(np.log(np.exp(row.astype(np.float64)).sum())) for row in logits]
+    assert [float(r['trust_energy']) for r in rows] == pytest.approx(energy, abs=1e-4)
+    predict.main(['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out',
+                  stem + '_default', '--k', '5', '--methods', 'none'])
+    assert 'trust_relative-mahalanobis' in read_csv(stem + '_default.csv')[0]
+    predict.main(['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out',
+                  stem + '_none', '--k', '5', '--methods', 'none', '--trust', 'none'])
+    assert not any(c.startswith('trust_') for c in read_csv(stem + '_none.csv')[0])

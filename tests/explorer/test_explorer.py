@@ -65,6 +65,9 @@ def test_the_app_gives_what_predict_py_gives(run, client, tmp_path):
     assert answer['dknn']['credibility'] == pytest.approx(float(expected['credibility']), abs=1e-4)
     assert answer['dknn']['confidence'] == pytest.approx(float(expected['dknn_confidence']),
                                                          abs=1e-4)
+    # the default trust scorer, the same in both (fitted on the same splits)
+    (name, score), = answer['dknn']['trust'].items()
+    assert score == pytest.approx(float(expected['trust_' + name]), abs=1e-4)
     importances = read_csv(stem + '_importances.csv')
     assert [m['method'] for m in answer['maps']] == list(METHODS)
     for found in answer['maps']:

@@ -95,6 +95,7 @@ def views(driver, base, sentence, folder=None):
     type_and_predict(driver, base, sentence)
     seen['softmax'] = driver.find_element(By.ID, 'softmax-prediction').text
     seen['credibility'] = driver.find_element(By.ID, 'credibility').text
+    seen['trust'] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, 'tr.trust th')]
     seen['maps'] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, 'tr.map td.method')]
     seen['coloured'] = len(driver.find_elements(By.CSS_SELECTOR, 'tr.map span.w'))
     seen['injected'] = len(driver.find_elements(By.CSS_SELECTOR, '#maps b, #prediction bdi b'))
@@ -167,6 +168,7 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
         driver.quit()
     assert seen['softmax'] == expected['softmax']['prediction']
     assert float(seen['credibility']) == pytest.approx(expected['dknn']['credibility'], abs=5e-4)
+    assert seen['trust'] == ['trust: ' + name for name in expected['dknn']['trust']]
     assert seen['maps'] == ['conformity', 'confidence', 'gradient', 'credibility']
     assert seen['coloured'] == 4 * 12       # the markup stays text: '<', 'b', '>' are words
     assert seen['injected'] == 0

@@ -165,6 +165,11 @@ function predictionPanel(answer) {
       el('td', {}, 'credibility ', el('span', {id: 'credibility'}, fmt(answer.dknn.credibility)),
          ', confidence ', fmt(answer.dknn.confidence), ' · p-values: ',
          probabilityList(answer.dknn.p_values))));
+    // Trust scorers of the shift study (docs/shift.md), higher = more trusted.
+    for (const [name, score] of Object.entries(answer.dknn.trust || {})) {
+      rows.push(el('tr', {class: 'trust'}, el('th', {}, 'trust: ', bdi(name)), el('td', {}),
+        el('td', {}, el('span', {class: 'trust-score'}, fmt(score)))));
+    }
   }
   const source = input.source;
   return el('section', {id: 'prediction'},
