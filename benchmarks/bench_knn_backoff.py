@@ -26,17 +26,6 @@ from deepknn.evaluation import calibration  # noqa: E402
 from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 
 
-def timed(function):
-    start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
-
-
-def median_and_range(values, form):
-    return '{} ({}-{})'.format(form.format(np.median(values)), form.format(min(values)),
-                               form.format(max(values)))
-
-
 def bench(setup, k, temperature, tau, layer, batchsize, repeats, limit=None):
     inputs = [x for x, _ in setup.test[:limit]]
     start = time.perf_counter()
@@ -56,14 +45,14 @@ def bench(setup, k, temperature, tau, layer, batchsize, repeats, limit=None):
             knn.backoff_predictions(model_proba, knn_proba, model_proba.max(axis=1), tau)
 
     # the two sides back to back in each repeat, so a burst of load hits both
-    forward_s, added_s = zip(*[(timed(forward), timed(added)) for _ in range(repeats)])
+    forward_s, added_s = zip(*[(cli.timed(forward), cli.timed(added)) for _ in range(repeats)])
     per = 1e6 / len(inputs)
     return {'dataset': setup.config.dataset, 'model': setup.config.model,
             'n_train': classifier.n_train, 'n_test': len(inputs), 'k': k,
-            'forward_us_per_example': median_and_range(np.multiply(forward_s, per), '{:.1f}'),
-            'backoff_added_us_per_example': median_and_range(np.multiply(added_s, per),
+            'forward_us_per_example': cli.median_and_range(np.multiply(forward_s, per), '{:.1f}'),
+            'backoff_added_us_per_example': cli.median_and_range(np.multiply(added_s, per),
                                                              '{:.1f}'),
-            'added_over_forward': median_and_range(np.divide(added_s, forward_s), '{:.3f}'),
+            'added_over_forward': cli.median_and_range(np.divide(added_s, forward_s), '{:.3f}'),
             'index_build_s': round(build_seconds, 2)}
 
 

@@ -17,7 +17,7 @@ from deepknn.cli.plumbing import (  # noqa: F401  re-exported: commands import o
     command_line_message,
     run_cli, ArgumentParser, positive_int, non_negative_int, port_number, seed, positive_number,
     fraction, check_output_path, check_output_folder, output_stem, check_new_outputs,
-    check_output_stem, check_table_outputs)
+    check_output_stem, check_table_outputs, machine_load, timed, median_and_range)
 from deepknn.neighbors import knn_index
 from deepknn.distributed import engine as engine_lib
 
@@ -394,21 +394,6 @@ def add_name(parser, default_name, default=None):
     parser.add_argument('--name', metavar='STEM', default=default,
                         help='file stem inside --out: STEM.md, STEM.csv, ... (default: '
                              '{})%(default).0s'.format(default_name))
-
-
-def machine_load():
-    """'2 CPUs, 0 other processes running, load average 1.8': how busy the machine is as
-    a benchmark starts. The running count (of /proc/loadavg, less this process) is the
-    instant's; the 1-minute load average lags, so it still reads high just after other
-    work was paused."""
-    average = os.getloadavg()[0]
-    try:
-        with open('/proc/loadavg', encoding='ascii') as handle:
-            running = int(handle.read().split()[3].split('/')[0]) - 1
-        others = '{} other processes running, '.format(running)
-    except (OSError, ValueError, IndexError):   # not Linux: the average alone
-        others = ''
-    return '{} CPUs, {}load average {:.1f}'.format(os.cpu_count(), others, average)
 
 
 def provenance(argv=None):

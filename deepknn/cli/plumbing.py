@@ -10,6 +10,9 @@ import math
 import os
 import re
 import sys
+import time
+
+import numpy as np
 
 import nlp_utils
 
@@ -260,3 +263,32 @@ def check_table_outputs(out, overwrite, paths):
     tables: with an explicit --out the user chose the place."""
     if out is None:
         check_new_outputs(paths, overwrite)
+
+
+# ---------------------------------------------------------------- benchmarks
+def machine_load():
+    """'2 CPUs, 0 other processes running, load average 1.8': how busy the machine is as
+    a benchmark starts. The running count (of /proc/loadavg, less this process) is the
+    instant's; the 1-minute load average lags, so it still reads high just after other
+    work was paused."""
+    average = os.getloadavg()[0]
+    try:
+        with open('/proc/loadavg', encoding='ascii') as handle:
+            running = int(handle.read().split()[3].split('/')[0]) - 1
+        others = '{} other processes running, '.format(running)
+    except (OSError, ValueError, IndexError):   # not Linux: the average alone
+        others = ''
+    return '{} CPUs, {}load average {:.1f}'.format(os.cpu_count(), others, average)
+
+
+def timed(function):
+    """Wall seconds of function()."""
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def median_and_range(values, form):
+    """'12.3 (11.9-14.0)': the median and range of repeated timings, each in `form`."""
+    return '{} ({}-{})'.format(form.format(np.median(values)), form.format(min(values)),
+                               form.format(max(values)))

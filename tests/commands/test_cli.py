@@ -35,15 +35,16 @@ def test_argument_types_refuse_out_of_range_values(parse, text):
 
 def test_machine_load_counts_other_running_processes(monkeypatch):
     """/proc/loadavg's running count includes the reader: 3 running -> 2 others."""
-    monkeypatch.setattr(cli.os, 'getloadavg', lambda: (4.31, 1.0, 0.5))
-    monkeypatch.setattr(cli.os, 'cpu_count', lambda: 2)
-    monkeypatch.setattr(cli, 'open', lambda *a, **k: io.StringIO('4.31 1.00 0.50 3/250 999\n'),
+    from deepknn.cli import plumbing
+    monkeypatch.setattr(plumbing.os, 'getloadavg', lambda: (4.31, 1.0, 0.5))
+    monkeypatch.setattr(plumbing.os, 'cpu_count', lambda: 2)
+    monkeypatch.setattr(plumbing, 'open', lambda *a, **k: io.StringIO('4.31 1.00 0.50 3/250 999\n'),
                         raising=False)
     assert cli.machine_load() == '2 CPUs, 2 other processes running, load average 4.3'
 
     def no_proc(*args, **kwargs):
         raise OSError('no /proc here')
-    monkeypatch.setattr(cli, 'open', no_proc, raising=False)
+    monkeypatch.setattr(plumbing, 'open', no_proc, raising=False)
     assert cli.machine_load() == '2 CPUs, load average 4.3'
 
 
