@@ -339,3 +339,5 @@ shift-results: venv
 	$(SHIFT) --name snli_cnn --model-setup $(foreach s,$(SEEDS),$(call seed_run,snli_cnn,$(s)))
 	$(SHIFT) --name snli_bilstm --model-setup results/snli_bilstm/args.json
 	$(SHIFT) --name cad-snli_minilm --model-setup results/cad-snli-shift_minilm/args.json
+	$(PY) scripts/shift_summary.py --overwrite --name summary --seeds \
+	    $(foreach p,sst2_cnn sst2_bilstm sst2_minilm snli_cnn snli_bilstm cad-snli_minilm,results/shift/$(p)_seeds.csv)

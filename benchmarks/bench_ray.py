@@ -24,7 +24,6 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-from bench_knn_backoff import median_and_range, timed  # noqa: E402
 from deepknn import cli  # noqa: E402
 from deepknn.neighbors import dknn as dknn_lib  # noqa: E402
 from deepknn.neighbors import knn_index
@@ -37,9 +36,9 @@ from deepknn.reports.tables import markdown_table, write_table  # noqa: E402
 def row(step, path, workers, n_shards, seconds, items, baseline, peak_mib):
     """One table row: median (min-max) seconds, items/s at the median, speed vs baseline."""
     return {'step': step, 'path': path, 'workers': workers, 'shards': n_shards,
-            'seconds': median_and_range(seconds, '{:.2f}'),
+            'seconds': cli.median_and_range(seconds, '{:.2f}'),
             'per_second': '{:.0f}'.format(items / np.median(seconds)),
-            'speed_vs_one_process': median_and_range(
+            'speed_vs_one_process': cli.median_and_range(
                 np.median(baseline) / np.asarray(seconds), '{:.2f}'),
             'peak_mib_per_worker': peak_mib}
 
@@ -52,7 +51,7 @@ def own_peak_mib():
 def bench_extraction(setup, args, key):
     """Rows of extraction in-process and with each worker count."""
     inputs = [x for x, _ in setup.train]
-    local = [timed(lambda: setup.model.layer_activations(inputs, args.batchsize))
+    local = [cli.timed(lambda: setup.model.layer_activations(inputs, args.batchsize))
              for _ in range(args.repeats)]
     rows = [row('extraction', 'one process', 1, '-', local, len(inputs), local, own_peak_mib())]
     for workers in args.workers:
@@ -61,7 +60,7 @@ def bench_extraction(setup, args, key):
             storage = tempfile.mkdtemp(dir=args.scratch, prefix='bench_ray_')
             engine = RayEngine(storage, shards=1, workers=workers, num_cpus=args.cpus,
                                part_rows=args.part_rows)
-            seconds.append(timed(lambda: peaks.extend(activations.extract_split(
+            seconds.append(cli.timed(lambda: peaks.extend(activations.extract_split(
                 engine, setup, 'train', key, args.batchsize, False).worker_peak_mib.values())))
             shutil.rmtree(storage)              # made by this repeat, above
         rows.append(row('extraction', 'ray', workers, '-', seconds, len(inputs), local,
@@ -83,13 +82,13 @@ def bench_search(setup, args, key, storage):
     def search_all(indexes):
         return [index.search(query, args.k) for index, query in zip(indexes, queries)]
     indexes = [knn_index.FaissIndex('flat').build(layer) for layer in train]
-    local = [timed(lambda: search_all(indexes)) for _ in range(args.repeats)]
+    local = [cli.timed(lambda: search_all(indexes)) for _ in range(args.repeats)]
     rows = [row('search', 'one process, all faiss threads', 1, 1, local, len(queries[0]),
                 local, own_peak_mib())]
     # One faiss thread, as each shard actor runs: on a machine busy with other jobs,
     # OpenMP threads wait on each other. (faiss's thread count stays 1 from here on.)
     indexes = [knn_index.FaissIndex('flat', n_threads=1).build(layer) for layer in train]
-    seconds = [timed(lambda: search_all(indexes)) for _ in range(args.repeats)]
+    seconds = [cli.timed(lambda: search_all(indexes)) for _ in range(args.repeats)]
     rows.append(row('search', 'one process, 1 faiss thread', 1, 1, seconds, len(queries[0]),
                     local, own_peak_mib()))
     for n_shards in args.shards:
@@ -98,7 +97,7 @@ def bench_search(setup, args, key, storage):
         sharded = search.sharded_indexes(engine, parts, layers,
                                          shards.model_folder(storage, key), progress=False)
         check_exact(search_all(sharded), search_all(indexes))
-        seconds = [timed(lambda: search_all(sharded)) for _ in range(args.repeats)]
+        seconds = [cli.timed(lambda: search_all(sharded)) for _ in range(args.repeats)]
         import ray
         peak = max(ray.get([s.peak_mib.remote() for s in sharded[0].searchers]))
         rows.append(row('search', 'ray', n_shards, n_shards, seconds, len(queries[0]), local,

@@ -21,7 +21,7 @@ import numpy as np
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
 from deepknn import cli  # noqa: E402
-from deepknn.models import model_setup  # noqa: E402
+from deepknn.models import model_setup, pretrained  # noqa: E402
 from deepknn.reports import plots, shift_report  # noqa: E402
 from deepknn.reports.tables import csv_text, markdown_table  # noqa: E402
 from deepknn.shift import measured, sets as sets_lib, study as study_lib  # noqa: E402
@@ -62,8 +62,10 @@ def run_rows(path, args):
     rows = [dict(row, run=name) for row in measured.all_rows(study, args.n_resamples)]
     sizes = ', '.join('{} {} ({})'.format(r.shift_set.name, len(r.softmax_prediction),
                                           r.shift_set.role) for r in study.sets)
-    return rows, study, '{}: {}; sets: {}.'.format(
-        name, model_setup.run_description(setup), sizes)
+    caveat = ' ' + pretrained.NLI_CAVEAT + '.' if setup.config.pair and \
+        model_setup.is_transformer(setup.config) else ''
+    return rows, study, '{}: {}; sets: {}.{}'.format(
+        name, model_setup.run_description(setup), sizes, caveat)
 
 
 def check_files(args):

@@ -181,3 +181,32 @@ def seed_rows(rows, scorers, measures=('auroc', 'aurc', 'ood_auroc', 'ece')):
                     'vs msp: better / worse / overlapping': '' if scorer == 'msp'
                     else '{} / {} / {}'.format(*counts)})
     return out
+
+
+SUMMARY_COLUMNS = ['pair', 'set', 'role', 'measure', 'runs', 'msp', 'dknn-credibility',
+                   'credibility vs msp', 'best scorer', 'best', 'best vs msp']
+
+
+def summary_rows(pair_rows, measures=('auroc', 'ood_auroc')):
+    """pair_rows {pair name: rows of its _seeds table (strings, as read back)} -> one row
+    per pair, set and measure: max softmax's and DkNN credibility's mean [min, max] over
+    the runs, the scorer of the best mean (higher AUROC) and each against max softmax
+    (runs better / worse / overlapping, by 95% intervals)."""
+    cell = lambda r: '{} [{}, {}]'.format(r['mean'], r['min'], r['max'])
+    out = []
+    for pair, rows in pair_rows.items():
+        keys = list(dict.fromkeys((r['set'], r['role'], r['measure']) for r in rows
+                                  if r['measure'] in measures))
+        for name, role, measure in keys:
+            found = {r['scorer']: r for r in rows
+                     if (r['set'], r['measure']) == (name, measure)}
+            if 'msp' not in found or 'dknn-credibility' not in found:
+                continue
+            best = max(found.values(), key=lambda r: float(r['mean']))
+            out.append({'pair': pair, 'set': name, 'role': role, 'measure': measure,
+                        'runs': found['msp']['runs'], 'msp': cell(found['msp']),
+                        'dknn-credibility': cell(found['dknn-credibility']),
+                        'credibility vs msp': found['dknn-credibility'][SEED_COLUMNS[-1]],
+                        'best scorer': best['scorer'], 'best': cell(best),
+                        'best vs msp': best[SEED_COLUMNS[-1]] or 'is msp'})
+    return out

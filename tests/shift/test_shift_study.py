@@ -95,3 +95,16 @@ def test_a_missing_file_is_one_line_before_anything_loads(tmp_path, capsys):
                                     '--out', str(tmp_path / 'shift')], capsys)
     assert status != 0 and len(err) == 1 and '--unlabelled-file' in err[0]
     assert not os.path.exists(tmp_path / 'shift')
+
+
+def test_the_summary_names_the_best_scorer_and_how_credibility_fares():
+    from deepknn.reports import shift_report
+    verdict = shift_report.SEED_COLUMNS[-1]
+    rows = [{'set': 'cr', 'role': 'same', 'measure': 'auroc', 'scorer': s, 'mean': m,
+             'min': m, 'max': m, 'runs': '3', verdict: v}
+            for s, m, v in (('msp', '0.600', ''), ('dknn-credibility', '0.550', '0 / 2 / 1'),
+                            ('knn-sun-k50', '0.640', '1 / 0 / 2'))]
+    row, = shift_report.summary_rows({'sst2_cnn': rows})
+    assert (row['best scorer'], row['best vs msp'], row['credibility vs msp']) == (
+        'knn-sun-k50', '1 / 0 / 2', '0 / 2 / 1')
+    assert row['msp'] == '0.600 [0.600, 0.600]'
