@@ -210,3 +210,25 @@ def summary_rows(pair_rows, measures=('auroc', 'ood_auroc')):
                         'best scorer': best['scorer'], 'best': cell(best),
                         'best vs msp': best[SEED_COLUMNS[-1]] or 'is msp'})
     return out
+
+
+CONFORMAL_COLUMNS = ['pair', 'set', 'calibrated', 'runs', 'coverage@alpha=0.1',
+                     'set_size@alpha=0.1', 'coverage@alpha=0.05', 'set_size@alpha=0.05']
+
+
+def conformal_summary_rows(pair_rows):
+    """pair_rows {pair: rows of its long CSV (strings, every run)} -> per pair, set and
+    way of calibrating: each conformal measure's mean [min, max] over the runs."""
+    out = []
+    for pair, rows in pair_rows.items():
+        found = {}
+        for r in rows:
+            if r['measure'] in CONFORMAL_COLUMNS and r['n'] not in ('', '0'):
+                found.setdefault((r['set'], r['scorer']), {}).setdefault(
+                    r['measure'], []).append(float(r['value']))
+        for (name, way), measures in found.items():
+            out.append(dict({'pair': pair, 'set': name, 'calibrated': way,
+                             'runs': len(next(iter(measures.values())))},
+                            **{m: '{:.3f} [{:.3f}, {:.3f}]'.format(np.mean(v), min(v), max(v))
+                               for m, v in measures.items()}))
+    return out

@@ -108,3 +108,12 @@ def test_the_summary_names_the_best_scorer_and_how_credibility_fares():
     assert (row['best scorer'], row['best vs msp'], row['credibility vs msp']) == (
         'knn-sun-k50', '1 / 0 / 2', '0 / 2 / 1')
     assert row['msp'] == '0.600 [0.600, 0.600]'
+
+
+def test_the_conformal_summary_spreads_each_measure_over_the_runs():
+    from deepknn.reports import shift_report
+    rows = [{'set': 'cr', 'scorer': 'dknn-standard', 'measure': 'coverage@alpha=0.1',
+             'value': v, 'n': '100', 'run': r} for v, r in (('0.8', 'a'), ('0.9', 'b'))]
+    rows.append(dict(rows[0], measure='auroc'))      # not a conformal measure: left out
+    row, = shift_report.conformal_summary_rows({'sst2_cnn': rows})
+    assert row['coverage@alpha=0.1'] == '0.850 [0.800, 0.900]' and row['runs'] == 2
