@@ -35,7 +35,8 @@ def run(tmp_path_factory, data_files):  # noqa: F811
 
 @pytest.fixture(scope='module')
 def session(run):
-    return explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
+    return explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K),
+                                                                trust=('msp',)))
 
 
 @pytest.fixture(scope='module')
@@ -65,9 +66,8 @@ def test_the_app_gives_what_predict_py_gives(run, client, tmp_path):
     assert answer['dknn']['credibility'] == pytest.approx(float(expected['credibility']), abs=1e-4)
     assert answer['dknn']['confidence'] == pytest.approx(float(expected['dknn_confidence']),
                                                          abs=1e-4)
-    # the default trust scorer, the same in both (fitted on the same splits)
-    (name, score), = answer['dknn']['trust'].items()
-    assert score == pytest.approx(float(expected['trust_' + name]), abs=1e-4)
+    # the session's trust scorer: max softmax, the softmax column of predict.py
+    assert answer['dknn']['trust'] == {'msp': pytest.approx(top, abs=1e-9)}
     importances = read_csv(stem + '_importances.csv')
     assert [m['method'] for m in answer['maps']] == list(METHODS)
     for found in answer['maps']:

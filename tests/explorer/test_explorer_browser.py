@@ -145,7 +145,8 @@ def run(tmp_path_factory, data_files):  # noqa: F811
 
 
 def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
-    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K),
+                                                                   trust=('energy',)))
     expected = session.predict({'text': SENTENCE})
     n_wrong = len(session.table('test').matching(
         explorer.queries.Query(wrong='either')))
@@ -168,7 +169,7 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
         driver.quit()
     assert seen['softmax'] == expected['softmax']['prediction']
     assert float(seen['credibility']) == pytest.approx(expected['dknn']['credibility'], abs=5e-4)
-    assert seen['trust'] == ['trust: ' + name for name in expected['dknn']['trust']]
+    assert seen['trust'] == ['trust: energy'] and list(expected['dknn']['trust']) == ['energy']
     assert seen['maps'] == ['conformity', 'confidence', 'gradient', 'credibility']
     assert seen['coloured'] == 4 * 12       # the markup stays text: '<', 'b', '>' are words
     assert seen['injected'] == 0
