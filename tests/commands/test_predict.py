@@ -233,7 +233,7 @@ def test_a_labelled_file_is_noted_not_read_silently(run, tmp_path, capsys):
 
 def test_trust_scores_stand_beside_credibility(run, tmp_path):
     """--trust msp,energy: max softmax equals the softmax column (a known answer), energy
-    is logsumexp of the logits; by default, and with 'none', no trust columns."""
+    is logsumexp of the logits; the default is the study's Mahalanobis; 'none' drops them."""
     (tmp_path / 'new.txt').write_text('The movie was GREAT\nit was awful zzz\n')
     stem = str(tmp_path / 'trusted')
     predict.main(['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out', stem,
@@ -247,7 +247,8 @@ def test_trust_scores_stand_beside_credibility(run, tmp_path):
     assert [float(r['trust_energy']) for r in rows] == pytest.approx(energy, abs=1e-4)
     predict.main(['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out',
                   stem + '_default', '--k', '5', '--methods', 'none'])
-    assert not any(c.startswith('trust_') for c in read_csv(stem + '_default.csv')[0])
+    assert [c for c in read_csv(stem + '_default.csv')[0] if c.startswith('trust_')] == [
+        'trust_mahalanobis']
     predict.main(['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out',
                   stem + '_none', '--k', '5', '--methods', 'none', '--trust', 'none'])
     assert not any(c.startswith('trust_') for c in read_csv(stem + '_none.csv')[0])
