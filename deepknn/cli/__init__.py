@@ -191,24 +191,27 @@ def engine(args, result_dir):
         nprobe=getattr(args, 'nprobe', 16), pq_m=getattr(args, 'pq_m', None))
 
 
+# The DkNNSettings fields a command's flag of the same name sets, where it has the flag.
+SETTINGS_FLAGS = ('backend', 'neighbor_labels', 'last_layer_only', 'batchsize')
+
+
 def dknn_settings(args, result_dir, k=None):
     """The DkNNSettings that a command's flags ask for: --k, --backend and its index
     options, --neighbor-labels, --last-layer-only, --batchsize and the engine flags,
     each where the command has it (the settings' default where not). `k`: the DkNN's k
     where the command's --k means another one (backoff's --dknn-k). A bad value is a
     UserError naming the parameter, which run_cli renders as its flag."""
+    # Only the flags the command has: DkNNSettings' own defaults fill the rest.
+    given = {name: getattr(args, name) for name in SETTINGS_FLAGS if hasattr(args, name)}
     return dknn_settings_lib.DkNNSettings(
-        k=args.k if k is None else k, backend=getattr(args, 'backend', 'faiss'),
-        neighbor_labels=getattr(args, 'neighbor_labels', 'gold'),
-        last_layer_only=getattr(args, 'last_layer_only', False),
-        index_options=index_options(args), batchsize=getattr(args, 'batchsize', 64),
-        engine=engine(args, result_dir) if hasattr(args, 'engine') else None)
+        k=args.k if k is None else k, index_options=index_options(args),
+        engine=engine(args, result_dir) if hasattr(args, 'engine') else None, **given)
 
 
 def index_options(args):
     """The backend's index options from --faiss-kind, --nprobe, --ef-search, --pq-m,
     --lsh-bits and --lsh-tables, for a command that has them ({} for one that has not)."""
-    backend = getattr(args, 'backend', 'faiss')
+    backend = getattr(args, 'backend', dknn_settings_lib.DkNNSettings.backend)
     if backend == 'faiss' and hasattr(args, 'faiss_kind'):
         options = {'kind': args.faiss_kind, 'nprobe': args.nprobe, 'ef_search': args.ef_search}
         return dict(options, pq_m=args.pq_m) if args.faiss_kind == 'ivfpq' else options

@@ -146,3 +146,13 @@ def test_help_shows_a_default_once_and_never_none():
     assert 'default: None' not in text
     assert text.count('default') == 3   # --k's, and the two the help words itself
     assert '(default -2: the last) (default' not in text
+
+
+def test_dknn_settings_of_a_command_without_the_flags_are_the_settings_defaults():
+    """A command without --backend, --batchsize, ... gets DkNNSettings' own defaults (the
+    defaults are stated once, there)."""
+    import argparse
+    from deepknn.neighbors.dknn_settings import DkNNSettings
+    assert cli.dknn_settings(argparse.Namespace(k=5), None) == DkNNSettings(k=5)
+    given = cli.dknn_settings(argparse.Namespace(k=5, backend='kdtree', batchsize=7), None)
+    assert (given.backend, given.batchsize, given.neighbor_labels) == ('kdtree', 7, 'gold')
