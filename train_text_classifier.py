@@ -99,6 +99,9 @@ def parse_args(argv=None):
                         help='fraction of training labels to flip, in [0, 1)')
     parser.add_argument('--label-noise-seed', type=cli.seed, default=0,
                         help='seed choosing the flipped examples and their new labels')
+    parser.add_argument('--keep-epochs', action='store_true',
+                        help="keep every epoch's model (model_epoch<N>.npz): the checkpoints "
+                             'TracIn sums over (docs/attribution.md)')
     existing = parser.add_mutually_exclusive_group()
     cli.add_force(existing)
     existing.add_argument('--resume', action='store_true',

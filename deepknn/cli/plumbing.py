@@ -26,7 +26,7 @@ PARAMETER_FLAGS = {
     'beam': '--beam', 'data_dir': '--data-dir', 'dataset': '--dataset',
     'dev_fraction': '--dev-fraction', 'dtype': '--activation-dtype', 'engine': '--engine',
     'exclude_train': '--exclude-train', 'export': '--export', 'force': '--force',
-    'gpu': '--gpu', 'importance': '--methods', 'k': '--k', 'kind': '--faiss-kind',
+    'gpu': '--gpu', 'keep_epochs': '--keep-epochs', 'importance': '--methods', 'k': '--k', 'kind': '--faiss-kind',
     'label_noise': '--label-noise', 'lambda': '--lambda',
     'last_layer_only': '--last-layer-only', 'layer': '--layer', 'limit': '--limit',
     'lr': '--lr', 'methods': '--methods', 'model_setup': '--model-setup', 'trust': '--trust',
@@ -41,7 +41,8 @@ PARAMETER_FLAGS = {
 # library never names a script): "run `scaling` `model_setup` RUN/args.json first" reads
 # "run python scaling.py --model-setup RUN/args.json first" on the command line.
 STEP_COMMANDS = {'paper_results': 'python paper_results.py', 'scaling': 'python scaling.py',
-                 'knn_cv_loss': 'python scripts/knn_cv_loss.py', 'run_dknn': 'python run_dknn.py'}
+                 'knn_cv_loss': 'python scripts/knn_cv_loss.py', 'run_dknn': 'python run_dknn.py',
+                 'lds_retrains': 'python scripts/lds_retrains.py'}
 
 
 def command_name(path):

@@ -16,6 +16,13 @@ from deepknn.models import model_setup
 from nlp_utils import UserError
 
 SNAPSHOT = 'snapshot_latest.npz'
+EPOCH_MODEL = 'model_epoch{}.npz'   # with keep_epochs: the model after epoch N (1-based)
+
+
+def epoch_model_files(config):
+    """The per-epoch model files a run of `config` writes ([] without keep_epochs)."""
+    return [EPOCH_MODEL.format(e) for e in range(1, config.epoch + 1)] if config.keep_epochs \
+        else []
 TRANSFORMER_WEIGHT_DECAY = 0.01   # BERT's, applied in proportion to the scheduled rate
 TRANSFORMER_GRADIENT_CLIP = 1.0
 
@@ -50,7 +57,8 @@ def make_optimizer(config, n_train):
 def make_trainer(config, model, train, dev, device, out):
     """A Chainer Trainer that fits `model` on the [(ids, label)] examples `train` for
     config.epoch epochs, keeps the best epoch by `dev` accuracy in config.model_path and
-    a snapshot of the last epoch (SNAPSHOT) in `out`."""
+    a snapshot of the last epoch (SNAPSHOT) in `out`, and with config.keep_epochs every
+    epoch's model (EPOCH_MODEL)."""
     classifier = L.Classifier(model, label_key='ys')
     optimizer, hooks, schedule = make_optimizer(config, len(train))
     optimizer.setup(classifier)
@@ -69,6 +77,10 @@ def make_trainer(config, model, train, dev, device, out):
     trainer.extend(extensions.snapshot_object(model, config.model_path,
                                               savefun=nlp_utils.save_chainer_npz),
                    trigger=training.triggers.MaxValueTrigger('validation/main/accuracy'))
+    if config.keep_epochs:
+        trainer.extend(extensions.snapshot_object(
+            model, EPOCH_MODEL.format('{.updater.epoch}'), savefun=nlp_utils.save_chainer_npz),
+            trigger=(1, 'epoch'))
     trainer.extend(RandomStream())
     trainer.extend(extensions.snapshot(filename=SNAPSHOT, savefun=nlp_utils.save_chainer_npz),
                    trigger=(1, 'epoch'))

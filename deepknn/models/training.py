@@ -27,7 +27,8 @@ from deepknn.storage import manifest
 from deepknn.models import model_setup
 from deepknn.storage import result_folder
 from deepknn.data import word_vectors
-from deepknn.models.chainer_trainer import SNAPSHOT, make_trainer  # noqa: F401 (SNAPSHOT: API)
+from deepknn.models.chainer_trainer import SNAPSHOT  # noqa: F401 (API)
+from deepknn.models.chainer_trainer import epoch_model_files, make_trainer
 from deepknn.data.splits import Splits
 from nlp_utils import UserError
 
@@ -151,7 +152,8 @@ def fit(run, folder, resume=False):
                   'truncated'.format(truncated, config.max_length))
     trainer = make_trainer(config, model, train_ids, dev, run.device, folder)
     # Chainer's writers do not go through nlp_utils, so their files are recorded here.
-    manifest.record(folder, [config.model_path, SNAPSHOT, 'log'])
+    manifest.record(folder, [config.model_path, SNAPSHOT, 'log']
+                    + epoch_model_files(config))
     if resume:
         nlp_utils.load_npz_safely(os.path.join(folder, SNAPSHOT), trainer, 'snapshot')
     trainer.run(show_loop_exception_msg=False)   # errors are one line (run_cli)
@@ -275,7 +277,7 @@ SETTINGS = ('dataset', 'model', 'word_vectors', 'batchsize', 'epoch', 'seed', 'n
             'train_file', 'dev_file', 'test_file', 'dev_fraction', 'min_freq', 'vocab',
             'max_vocab', 'char_based', 'select_on_test', 'dev_average', 'snli_majority',
             'exclude_train', 'label_noise', 'label_noise_seed', 'pretrained', 'max_length', 'lr',
-            'warmup')
+            'warmup', 'keep_epochs')
 CHAINER_SETTINGS = ('unit', 'layer', 'dropout')   # a transformer's come from its checkpoint
 
 

@@ -57,6 +57,8 @@ class RunConfig:
     exclude_train: Optional[str] = None
     label_noise: float = 0.0
     label_noise_seed: int = 0
+    # Keep the model of every epoch (model_epoch<N>.npz): TracIn's checkpoints.
+    keep_epochs: bool = False
     label_names: Optional[list] = None
     n_vocab: Optional[int] = None
     vocab_digest: Optional[str] = None
