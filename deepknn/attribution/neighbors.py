@@ -12,7 +12,13 @@
              row is among the k nearest neighbours (k default 75, the DkNN's) of the
              test input: an integer in [0, L]. Neighbours come from the brute-force rule
              above, or from deepknn.neighbors.knn_index (`backend`, `index_options`), which keeps
-             the same rule.
+             the same rule. signed=True counts a neighbour whose label is the class
+             explained +1 and any other -1 (its vote for or against that class in the
+             DkNN's nonconformity), an integer in [-L, L]: the neighbours as evidence for
+             the prediction, which a datamodel (LDS) can use; unsigned they say only "near".
+             Self-influence (noisy-label detection): how many of the row's k nearest other
+             training rows, over the layers, carry another label than its own (the kNN
+             noisy-label rule; the row itself is left out of its neighbours).
   random     seeded uniform [0, 1) scores, the floor: the score of (test row t,
              training row i) is drawn from a generator keyed (seed, t, i // 4096), so it
              does not depend on blocks or on how many test rows are scored together
@@ -94,10 +100,10 @@ class DkNNVote(Attribution):
     name = 'dknn-vote'
     description = 'in how many DkNN layers the training row is among the k nearest neighbours'
 
-    def __init__(self, k=75, layers=None, backend=None, index_options=None):
+    def __init__(self, k=75, layers=None, backend=None, index_options=None, signed=False):
         require(not isinstance(k, bool) and isinstance(k, (int, np.integer)) and k >= 1, 'k',
                 'must be a positive integer, got {!r}'.format(k))
-        self.k, self.layers, self.backend = int(k), layers, backend
+        self.k, self.layers, self.backend, self.signed = int(k), layers, backend, bool(signed)
         self.index_options = dict(index_options or {})
 
     def _fit(self, train):
@@ -115,21 +121,40 @@ class DkNNVote(Attribution):
             self.searchers = [make_index(self.backend, **self.index_options).build(
                 train.layers[layer]) for layer in self.layer_indices]
 
-    def _prepare(self, test):
+    def _neighbor_ids(self, test, k):
         """(n_test, L * k) neighbour ids over the chosen layers."""
         ids = []
         for layer, searcher in zip(self.layer_indices, self.searchers):
             if self.backend is None:
-                ids.append(searcher.top(test, self.k)[0])
+                ids.append(searcher.top(test, k)[0])
             else:
-                ids.append(searcher.search(test.layers[layer], self.k)[1])
+                ids.append(searcher.search(test.layers[layer], k)[1])
         return np.concatenate(ids, axis=1)
 
-    def _block(self, ids, start, stop):
+    def _prepare(self, test):
+        return self._neighbor_ids(test, self.k), test.labels
+
+    def _block(self, state, start, stop):
+        ids, classes = state
         counts = np.zeros((len(ids), stop - start))
         rows, columns = np.nonzero((ids >= start) & (ids < stop))
         np.add.at(counts, (rows, ids[rows, columns] - start), 1)
+        if self.signed:
+            agree = self.train.labels[None, start:stop] == classes[:, None]
+            counts *= np.where(agree, 1.0, -1.0)
         return counts
+
+    def _self_influence(self):
+        require(self.k < len(self.train), 'k', 'must be below the {} training rows for '
+                'self-influence'.format(len(self.train)))
+        n_layers = len(self.layer_indices)
+        ids = self._neighbor_ids(self.train, self.k + 1).reshape(len(self.train), n_layers, -1)
+        own = ids == np.arange(len(self.train))[:, None, None]
+        # The row itself leaves its list; where a tie kept it out, the farthest one leaves.
+        own[:, :, -1] |= ~own.any(axis=2)
+        others = ids[~own].reshape(len(self.train), -1)
+        return np.sum(self.train.labels[others] != self.train.labels[:, None], axis=1) \
+            .astype(np.float64)
 
 
 class RandomScores(Attribution):

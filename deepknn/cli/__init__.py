@@ -32,6 +32,7 @@ FENG = os.path.join(RESULTS, 'feng')                  # Feng et al. 2018: input 
 FAITHFULNESS = os.path.join(RESULTS, 'faithfulness')  # faithfulness and plausibility of maps
 BENCHMARKS = os.path.join(RESULTS, 'benchmarks')      # speed measurements (benchmarks/)
 SHIFT = os.path.join(RESULTS, 'shift')                # trust under distribution shift
+ATTRIBUTION = os.path.join(RESULTS, 'attribution')    # which training examples it rests on
 STUDIES = (WALLACE, RAJANI, FENG, FAITHFULNESS, BENCHMARKS, SHIFT)
 def parser(doc):
     """An ArgumentParser described by the first line of a module docstring."""

@@ -84,3 +84,25 @@ def test_dknn_vote_default_k_is_the_dknn_k():
     votes = METHODS['dknn-vote']().fit(train).scores(test)
     assert votes.sum() == 2 * 75 and set(np.unique(votes)) == {0.0, 1.0, 2.0}
     assert isinstance(train.final, Checkpoint)
+
+
+def test_the_signed_vote_counts_a_neighbour_of_the_class_explained_plus_one_and_others_minus():
+    train, test = random_representations(30, seed=7), random_representations(4, seed=8)
+    votes = brute_force_votes(train, test, 5, range(3))
+    signed = METHODS['dknn-vote'](k=5, signed=True).fit(train).scores(test)
+    agree = train.labels[None, :] == test.labels[:, None]
+    np.testing.assert_array_equal(signed, np.where(agree, votes, -votes))
+    assert np.any(signed < 0) and np.any(signed > 0)
+
+
+def test_the_votes_self_influence_counts_the_other_labels_among_a_rows_neighbours():
+    # On a line: rows 0-3 at 0, 1, 2, 3 labelled 0, row 4 at 2.5 labelled 1 (a flipped
+    # label amid class 0), rows 5-7 far away at 10, 11, 12 labelled 1.
+    points = np.array([[0.0], [1.0], [2.0], [3.0], [2.5], [10.0], [11.0], [12.0]])
+    layers = [points, np.zeros((8, 2))]
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    train = Representations.from_layers(layers, labels)
+    influence = METHODS['dknn-vote'](k=2, layers=[0]).fit(train).self_influence()
+    # neighbours (itself left out): 0 -> 1, 2; 1 -> 0, 2; 2 -> 4 (0.5), 1 or 3 (1.0: 1 by
+    # index); 3 -> 4, 2; 4 -> 2, 3; 5 -> 6, 7; 6 -> 5, 7; 7 -> 6, 5
+    assert influence.tolist() == [0, 0, 1, 1, 2, 0, 0, 0]

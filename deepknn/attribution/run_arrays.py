@@ -1,0 +1,90 @@
+"""The arrays the attribution methods read, from a trained run: its DkNN layers, its
+per-epoch checkpoints (TracIn's, TRAK's ensemble) and their projected gradients.
+
+    arrays = RunArrays.of(setup, projection)          # setup: model_setup.Setup
+    train = arrays.representations(train_xs, train_labels)
+    test = arrays.representations(test_xs, explained_classes)
+
+A run trained with --keep-epochs holds model_epoch<N>.npz for every epoch; each becomes
+a Checkpoint with learning rate 1 (Adam's step size is constant in the Chainer recipe,
+and a common factor changes no ranking, no correlation). Without them the final model
+is the one checkpoint. With a `projection` (gradients.GaussianProjection) every
+checkpoint also carries the projected all-parameter gradients of the margin (TRAK) and
+of the loss (TracIn): for two classes the loss's gradient is -(1 - p_y) times the
+margin's (the loss is log(1 + exp(-margin))), and the projection is linear, so one
+backward pass per input serves both; with more classes the loss takes its own pass.
+"""
+import dataclasses
+import os
+from typing import Optional
+
+import numpy as np
+
+import nlp_utils
+from deepknn.attribution import gradients
+from deepknn.attribution.base import Checkpoint, Representations
+from deepknn.evaluation.calibration import softmax
+from deepknn.models import model_setup
+from deepknn.models.chainer_trainer import EPOCH_MODEL
+
+
+def epoch_models(setup):
+    """The run's per-epoch models in epoch order: [(epoch, model)] ([] without them)."""
+    found = []
+    for epoch in range(1, setup.config.epoch + 1):
+        path = os.path.join(setup.result_dir, EPOCH_MODEL.format(epoch))
+        if os.path.exists(path):
+            model = model_setup.build_model(setup.config, setup.vocab)
+            nlp_utils.load_npz_safely(path, model)
+            model.to_device(setup.device)
+            found.append((epoch, model))
+    return found
+
+
+def loss_from_margin(margin_gradients, probabilities, labels):
+    """Two classes: the cross-entropy's gradient, -(1 - p_y) times the margin's (n, P)."""
+    p_label = probabilities[np.arange(len(labels)), labels]
+    return -(1.0 - p_label)[:, None] * margin_gradients
+
+
+@dataclasses.dataclass
+class RunArrays:
+    """A run's final model and checkpoint models, and the projection of their gradients
+    (None: last-layer methods only)."""
+    model: object
+    checkpoints: list                 # [(epoch, model)]
+    projection: Optional[gradients.GaussianProjection] = None
+    batchsize: int = 64
+
+    @classmethod
+    def of(cls, setup, projection=None):
+        checkpoints = epoch_models(setup) or [(None, setup.model)]
+        return cls(setup.model, checkpoints, projection, setup.config.batchsize)
+
+    @property
+    def epochs(self):
+        return [epoch for epoch, _ in self.checkpoints]
+
+    def checkpoint(self, model, xs, labels):
+        """A Checkpoint of one model on inputs xs at classes `labels` (n,)."""
+        layers = model.layer_activations(xs, self.batchsize)
+        probabilities = softmax(layers[-1])
+        if self.projection is None:
+            return Checkpoint(layers[-2], probabilities)
+        margin = gradients.per_example_gradients(model, xs, labels, self.projection, 'margin')
+        if probabilities.shape[1] == 2:
+            loss = loss_from_margin(margin, probabilities, labels)
+        else:
+            loss = gradients.per_example_gradients(model, xs, labels, self.projection, 'loss')
+        return Checkpoint(layers[-2], probabilities, loss_gradients=loss,
+                          margin_gradients=margin)
+
+    def representations(self, xs, labels):
+        """Representations of inputs xs at classes `labels` (training labels, or the class
+        a test input's attribution explains): the final model's DkNN layers, and one
+        Checkpoint per checkpoint model."""
+        labels = np.asarray(labels, dtype=np.int64)
+        checkpoints = [self.checkpoint(model, xs, labels)
+                       for _, model in self.checkpoints]
+        layers = self.model.layer_activations(xs, self.batchsize)
+        return Representations.from_layers(layers, labels, checkpoints)

@@ -1,0 +1,145 @@
+"""Tables, figure and example lists of the attribution study (deepknn/attribution/study.py):
+per run, over runs (training seeds), noisy-label detection, and where methods disagree."""
+import matplotlib.pyplot as plt
+import numpy as np
+
+from deepknn.evaluation.statistics import bootstrap_ci, paired_bootstrap_ci
+from deepknn.reports.tables import interval_text, number, signed_interval
+
+RUN_COLUMNS = ['run', 'method', 'identical_class', 'lds', 'lds_minus_reference',
+               'fit_s', 'per_input_s', 'per_input_vs_forward']
+CSV_COLUMNS = ['run', 'method', 'identical_class', 'identical_class_low',
+               'identical_class_high', 'lds', 'lds_low', 'lds_high', 'lds_n', 'fit_s',
+               'per_input_s', 'forward_per_input_s']
+SEED_COLUMNS = ['method', 'runs', 'identical_class', 'lds']
+NOISY_COLUMNS = ['run', 'method', 'average_precision', 'auroc', 'precision_at_k']
+NOISY_SEED_COLUMNS = ['method', 'runs', 'average_precision', 'auroc', 'precision_at_k']
+REFERENCE = 'dknn-vote signed'    # the DkNN's own evidence: the paired differences' baseline
+EXAMPLE_METHODS = ('knn l2, {penultimate}', 'dknn-vote signed', 'representer', 'tracin-last',
+                   'trak')
+
+
+def long_rows(run, rows, forward_s):
+    """CSV rows (numbers) of one run's measured variants."""
+    out = []
+    for row in rows:
+        same = bootstrap_ci(row['same_class'].astype(np.float64))
+        lds = bootstrap_ci(row['lds']) if 'lds' in row else None
+        out.append({'run': run, 'method': row['variant'].label,
+                    'identical_class': same.mean, 'identical_class_low': same.low,
+                    'identical_class_high': same.high,
+                    'lds': lds.mean if lds else '', 'lds_low': lds.low if lds else '',
+                    'lds_high': lds.high if lds else '', 'lds_n': lds.n if lds else 0,
+                    'fit_s': row['fit_s'], 'per_input_s': row['per_input_s'],
+                    'forward_per_input_s': forward_s})
+    return out
+
+
+def run_table(run, rows, forward_s):
+    """Markdown rows of one run: intervals, the LDS paired with the reference method's,
+    and the cost beside the forward pass."""
+    reference = next((r for r in rows if r['variant'].label == REFERENCE), None)
+    table = []
+    for row in rows:
+        same = bootstrap_ci(row['same_class'].astype(np.float64))
+        paired = ''
+        if 'lds' in row and reference is not None and row is not reference:
+            d = paired_bootstrap_ci(row['lds'], reference['lds'])
+            paired = signed_interval(d.mean, d.low, d.high)
+        table.append({'run': run, 'method': row['variant'].label,
+                      'identical_class': interval_text(same),
+                      'lds': interval_text(bootstrap_ci(row['lds'])) if 'lds' in row else '',
+                      'lds_minus_reference': paired, 'fit_s': number(row['fit_s'], 2),
+                      'per_input_s': '{:.2g}'.format(row['per_input_s']),
+                      'per_input_vs_forward': '{:.1f}x'.format(row['per_input_s'] / forward_s)})
+    return table
+
+
+def _spread(values):
+    """'0.612 [0.600, 0.630]': mean [min, max] over runs; '' without values."""
+    values = [v for v in values if v != '' and not np.isnan(v)]
+    if not values:
+        return ''
+    return '{} [{}, {}]'.format(number(np.mean(values)), number(min(values)), number(max(values)))
+
+
+def seed_table(long, columns, measures):
+    """One row per method: each measure's mean [min, max] over the runs that have it."""
+    methods = list(dict.fromkeys(r['method'] for r in long))
+    table = []
+    for method in methods:
+        found = [r for r in long if r['method'] == method]
+        row = {'method': method, 'runs': len(found)}
+        row.update({m: _spread([r[m] for r in found]) for m in measures})
+        table.append({c: row[c] for c in columns})
+    return table
+
+
+def noisy_long_rows(run, rows):
+    return [{'run': run, 'method': r['variant'].label,
+             **{m: r[m] for m in ('average_precision', 'auroc', 'precision_at_k')}}
+            for r in rows]
+
+
+def noisy_table(long):
+    return [dict(r, **{m: number(r[m]) for m in ('average_precision', 'auroc',
+                                                 'precision_at_k')}) for r in long]
+
+
+def lds_figure(rows, title):
+    """Horizontal bars: mean LDS per method with its 95% interval, and the identical-class
+    share beside it, one run."""
+    shown = [r for r in rows if 'lds' in r]
+    figure, axes = plt.subplots(1, 2, figsize=(10, 0.28 * len(shown) + 1.5), sharey=True)
+    for axis, measure, key in ((axes[0], 'LDS (Spearman)', 'lds'),
+                               (axes[1], 'identical class (share)', 'same_class')):
+        intervals = [bootstrap_ci(np.asarray(r[key], dtype=np.float64)) for r in shown]
+        means = np.array([i.mean for i in intervals])
+        errors = np.array([[i.mean - i.low for i in intervals],
+                           [i.high - i.mean for i in intervals]])
+        axis.barh(range(len(shown)), means, xerr=errors, color='tab:blue', capsize=2)
+        axis.axvline(0, color='grey', linewidth=1)
+        axis.set(yticks=range(len(shown)), yticklabels=[r['variant'].label for r in shown],
+                 xlabel=measure)
+    axes[0].invert_yaxis()
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def example_methods(rows):
+    """The labels of the methods the example lists compare, as they appear in `rows`."""
+    labels = [r['variant'].label for r in rows]
+    penultimate = next((lab.split(', ', 1)[1] for lab in labels
+                        if lab.startswith('knn l2, ') and 'penultimate' in lab), '')
+    wanted = [m.format(penultimate=penultimate) for m in EXAMPLE_METHODS]
+    return [m for m in wanted if m in labels]
+
+
+def disagreements(rows, n_examples=3):
+    """Positions (in the test sample) of up to n_examples inputs on which the compared
+    methods' top training rows differ most (most distinct top-1 rows, then the first)."""
+    chosen = example_methods(rows)
+    by_label = {r['variant'].label: r for r in rows}
+    tops = np.stack([by_label[m]['top'][:, 0] for m in chosen], axis=1)
+    distinct = np.array([len(set(t)) for t in tops])
+    return np.lexsort((np.arange(len(distinct)), -distinct))[:n_examples], chosen
+
+
+def examples_page(rows, test_texts, test_labels, predictions, train_texts, train_labels,
+                  label_names, header, n_top=3):
+    """Markdown: for inputs where the methods disagree, each method's top training
+    examples (text, label), as the explorer lists neighbours."""
+    positions, chosen = disagreements(rows)
+    by_label = {r['variant'].label: r for r in rows}
+    lines = [header]
+    for p in positions:
+        lines.append('## "{}"\n\ngold {}, predicted {}\n'.format(
+            test_texts[p], label_names[test_labels[p]], label_names[predictions[p]]))
+        for method in chosen:
+            lines.append('**{}**\n'.format(method))
+            for i in by_label[method]['top'][p, :n_top]:
+                lines.append('1. [{}] {}'.format(label_names[train_labels[i]],
+                                                 train_texts[i].replace('\n', ' ')))
+            lines.append('')
+    return '\n'.join(lines) + '\n'
