@@ -58,9 +58,22 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def lds_folder(args):
+    """The halves' folder: --lds-runs (which must exist), else the first run's folder with
+    _lds appended where it exists; None without halves."""
+    if args.lds_runs is not None:
+        if not os.path.isfile(os.path.join(args.lds_runs, datamodels.SUBSETS)):
+            raise UserError('--lds-runs {} holds no {}; train the halves with `python '
+                            'scripts/lds_retrains.py --out {}`'.format(
+                                args.lds_runs, datamodels.SUBSETS, args.lds_runs))
+        return args.lds_runs
+    default = os.path.dirname(os.path.abspath(args.model_setup[0])) + '_lds'
+    return default if os.path.isfile(os.path.join(default, datamodels.SUBSETS)) else None
+
+
 def lds_truth(folder, study):
     """The halves' masks and margins on the study's test sample, or None without halves."""
-    if folder is None or not os.path.isdir(folder):
+    if folder is None:
         return None
     saved = nlp_utils.read_json(os.path.join(folder, datamodels.SUBSETS), 'subset file', dict)
     n_train = len(study.train_labels)
@@ -74,16 +87,15 @@ def run_name(setup):
     return os.path.basename(os.path.normpath(setup.result_dir))
 
 
-def study_runs(args):
-    """(long rows, Markdown rows, first run's rows and study, description lines)."""
+def study_runs(args, halves):
+    """(long rows, Markdown rows, description lines, (first run's rows, its study))."""
     long, table, lines, first = [], [], [], None
-    default_lds = os.path.dirname(os.path.abspath(args.model_setup[0])) + '_lds'
     for position, path in enumerate(args.model_setup):
         setup = model_setup.load_setup(path, data_dir=args.data_dir)
         settings = study_lib.StudySettings(args.n_test, args.seed, args.k,
                                            projected=position < args.projected_runs)
         study = study_lib.RunStudy(setup, settings, gradients.GaussianProjection(seed=args.seed))
-        truth = lds_truth(args.lds_runs or default_lds, study)
+        truth = lds_truth(halves, study)
         rows = study.measure(truth)
         name = run_name(setup)
         long += report.long_rows(name, rows, study.forward_seconds)
@@ -132,7 +144,8 @@ def main(argv=None):
     stem = cli.output_stem(args, cli.ATTRIBUTION, first_name)
     cli.check_table_outputs(args.out, args.overwrite, [stem + s for s in SUFFIXES])
     flipped = [flipped_labels(path) for path in args.noisy_setup]
-    long, table, lines, first = study_runs(args)
+    halves = lds_folder(args)
+    long, table, lines, first = study_runs(args, halves)
     noisy = noisy_runs(args, flipped)
     provenance = cli.provenance()
     header = ('# Which training examples does a prediction rest on? {}\n\n{}\n\nCells: mean '

@@ -72,6 +72,10 @@ def test_the_command_writes_every_output_and_refuses_a_run_without_noise(tiny, t
                                    '--label-noise: no flipped label to detect'.format(
                                        os.path.join(setup.result_dir, 'args.json'))]
     assert not os.listdir(str(tmp_path))
+    missing = str(tmp_path / 'no_halves')
+    status, err = cli(main, argv[:2] + ['--lds-runs', missing] + argv[4:], capsys)
+    assert status == 2 and err[-1].startswith('error: --lds-runs {} holds no subsets.json'.format(
+        missing))
     status, _ = cli(main, argv, capsys)
     assert status == 0
     assert sorted(os.listdir(str(tmp_path))) == sorted(
