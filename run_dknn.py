@@ -9,7 +9,9 @@ split), indexes them, calibrates on the calibration split, and reports accuracy 
 the softmax and with DkNN, plus credibility and confidence, on the chosen split or file;
 writes dknn_<split>_<backend>.json and dknn_predictions_<split>_<backend>.npz, their names
 tagged by any setting that differs from the defaults (dknn_test_faiss_k16.json), so
-reports of other settings never replace each other.
+reports of other settings never replace each other. --trust adds the shift study's trust
+scorers (docs/shift.md): each one's score per example (trust_<name> in the npz) and its
+AUROC of right vs wrong softmax predictions beside credibility's and max softmax's.
 """
 import os
 import sys
@@ -18,6 +20,9 @@ from deepknn import cli
 from deepknn.neighbors import dknn as dknn_lib
 from deepknn.neighbors import dknn_evaluation
 from deepknn.models import model_setup
+from deepknn.evaluation.ranking import auroc
+from deepknn.shift import trust as trust_lib
+from deepknn.shift.scorers import SCORERS
 import nlp_utils
 from deepknn.storage import result_folder
 from nlp_utils import UserError
@@ -50,12 +55,15 @@ def parse_args(argv=None):
     parser.add_argument('--last-layer-only', action='store_true',
                         help="only the last layer's neighbours count (the original KD-tree path)")
     cli.add_index_options(parser)
+    cli.add_trust(parser, SCORERS)
     parser.add_argument('--no-cache', action='store_true', help='recompute train activations')
     args = parser.parse_args(argv)
     if args.activations and args.eval_file:
         parser.error('--eval-file needs --model-setup; with --activations use --split')
     if args.activations and args.engine != 'local':
         parser.error('--engine ray needs --model-setup (it runs the model on the cluster)')
+    if args.activations and args.trust:
+        parser.error('--trust needs --model-setup (its scorers are fitted on the run\'s splits)')
     return args
 
 
@@ -93,11 +101,33 @@ def write_report(folder, split, report, evaluation, variant):
     # A Ray run's files are named apart, so they never replace the one-process report.
     backend = report['backend'] + ('_ray' if report.get('engine', 'local') != 'local' else '')
     report_name, predictions_name = dknn_evaluation.output_names(split, backend, variant)
-    arrays = {key: evaluation[key] for key in dknn_evaluation.PREDICTION_KEYS if key in evaluation}
+    arrays = {key: value for key, value in evaluation.items()
+              if key in dknn_evaluation.PREDICTION_KEYS or key.startswith(TRUST_PREFIX)}
     nlp_utils.atomic_write_files([
         nlp_utils.json_write(os.path.join(folder, report_name), report),
         nlp_utils.savez_write(os.path.join(folder, predictions_name), arrays)])
     return os.path.join(folder, report_name)
+
+
+TRUST_PREFIX = 'trust_'
+
+
+def add_trust_scores(setup, settings, names, examples, evaluation):
+    """Each trust scorer's score per example into `evaluation` (trust_<name>), and the
+    report's 'trust': {name: AUROC of right vs wrong softmax predictions}, with
+    credibility's and max softmax's for comparison (the shift study's measure)."""
+    fitted = trust_lib.fitted_trust(setup, settings, names)
+    layers = setup.model.layer_activations([x for x, _ in setup.encode(examples)],
+                                           settings.batchsize, progress='trust scores')
+    scores = trust_lib.trust_scores(fitted, layers)
+    probabilities = evaluation['softmax_probability']
+    right = probabilities.argmax(axis=1) == evaluation['label']
+    compared = dict({'credibility': evaluation['credibility'],
+                     'max softmax': probabilities.max(axis=1)},
+                    **{name: values for name, values in scores.items()})
+    evaluation.update({TRUST_PREFIX + name: values for name, values in scores.items()})
+    return {name: {'auroc_right_vs_wrong': auroc(values, right)}
+            for name, values in compared.items()}
 
 
 def report_settings(settings, dknn, split, eval_file):
@@ -124,7 +154,11 @@ def evaluate_model(args):
         with timer('evaluate'):
             evaluation = dknn_evaluation.evaluate_split(
                 setup, dknn, split if args.eval_file is None else None, examples, settings)
+        if args.trust:
+            trusted = add_trust_scores(setup, settings, args.trust, examples, evaluation)
         report = dknn_evaluation.summary(evaluation)
+        if args.trust:
+            report['trust'] = trusted
         report.update(report_settings(settings, dknn, split, args.eval_file),
                       neighbor_labels=settings.neighbor_labels, seconds=timer.seconds,
                       dataset=setup.config.dataset, model=setup.config.model,
@@ -189,6 +223,9 @@ def main(argv=None):
                   report['backend'], report['k'], path))
     if report.get('engine', 'local') != 'local':
         print('engine: {}'.format(report['engine']))
+    for name, measures in report.get('trust', {}).items():
+        print('AUROC of right vs wrong softmax predictions, {}: {:.4f}'.format(
+            name, measures['auroc_right_vs_wrong']))
 
 
 if __name__ == '__main__':

@@ -252,3 +252,28 @@ def test_trust_scores_stand_beside_credibility(run, tmp_path):
     predict.main(['--model-setup', run, '--input', str(tmp_path / 'new.txt'), '--out',
                   stem + '_none', '--k', '5', '--methods', 'none', '--trust', 'none'])
     assert not any(c.startswith('trust_') for c in read_csv(stem + '_none.csv')[0])
+
+
+def test_run_dknn_writes_trust_scores_and_their_auroc_beside_credibility(run, tmp_path,
+                                                                       capsys):
+    """run_dknn.py --trust msp: the scores equal the saved softmax maximum, and each AUROC
+    of right vs wrong softmax predictions is scikit-learn's; --activations refuses it."""
+    import sklearn.metrics
+    import run_dknn
+    out = str(tmp_path / 'report')
+    run_dknn.main(['--model-setup', run, '--k', '5', '--trust', 'msp', '--out', out])
+    report = nlp_utils.read_json(os.path.join(out, 'dknn_test_faiss_k5.json'), 'report')
+    saved = np.load(os.path.join(out, 'dknn_predictions_test_faiss_k5.npz'))
+    np.testing.assert_allclose(saved['trust_msp'], saved['softmax_probability'].max(axis=1),
+                               rtol=1e-6)
+    right = saved['softmax_probability'].argmax(axis=1) == saved['label']
+    for name, scores in (('msp', saved['trust_msp']), ('credibility', saved['credibility'])):
+        if right.all() or not right.any():
+            assert np.isnan(report['trust'][name]['auroc_right_vs_wrong'])
+        else:
+            assert report['trust'][name]['auroc_right_vs_wrong'] == pytest.approx(
+                sklearn.metrics.roc_auc_score(right, scores))
+    assert 'AUROC of right vs wrong softmax predictions, msp:' in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        run_dknn.parse_args(['--activations', str(tmp_path), '--trust', 'msp'])
+    assert '--trust needs --model-setup' in capsys.readouterr().err
