@@ -48,6 +48,9 @@ def parse_args(argv=None):
                              'folder with _lds appended, where it exists)')
     parser.add_argument('--n-test', type=cli.positive_int, default=500,
                         help='test inputs sampled per run (default 500)')
+    parser.add_argument('--subclasses', metavar='FILE', default=None,
+                        help='subclasses.json of scripts/merged_classes.py: the runs were '
+                             'trained on merged classes (the identical-subclass test)')
     cli.add_k(parser, help='neighbours per layer of the kNN votes (default the DkNN\'s, 75)')
     cli.add_seed(parser, help='seed drawing the test sample and the projection')
     parser.add_argument('--projected-runs', type=cli.non_negative_int, default=1,
@@ -87,14 +90,26 @@ def run_name(setup):
     return os.path.basename(os.path.normpath(setup.result_dir))
 
 
-def study_runs(args, halves):
+def read_subclasses(path):
+    """{'train': [...], 'test': [...]} of --subclasses, or None."""
+    if path is None:
+        return None
+    subclasses = nlp_utils.read_json(path, '--subclasses file', dict)
+    if not all(isinstance(subclasses.get(role), list) for role in ('train', 'test')):
+        raise UserError('--subclasses {} must hold lists "train" and "test"; make it with '
+                        'scripts/merged_classes.py'.format(path))
+    return subclasses
+
+
+def study_runs(args, halves, subclasses):
     """(long rows, Markdown rows, description lines, (first run's rows, its study))."""
     long, table, lines, first = [], [], [], None
     for position, path in enumerate(args.model_setup):
         setup = model_setup.load_setup(path, data_dir=args.data_dir)
         settings = study_lib.StudySettings(args.n_test, args.seed, args.k,
                                            projected=position < args.projected_runs)
-        study = study_lib.RunStudy(setup, settings, gradients.GaussianProjection(seed=args.seed))
+        study = study_lib.RunStudy(setup, settings, gradients.GaussianProjection(seed=args.seed),
+                                   subclasses)
         truth = lds_truth(halves, study)
         rows = study.measure(truth)
         name = run_name(setup)
@@ -145,14 +160,16 @@ def main(argv=None):
     cli.check_table_outputs(args.out, args.overwrite, [stem + s for s in SUFFIXES])
     flipped = [flipped_labels(path) for path in args.noisy_setup]
     halves = lds_folder(args)
-    long, table, lines, first = study_runs(args, halves)
+    subclasses = read_subclasses(args.subclasses)
+    long, table, lines, first = study_runs(args, halves, subclasses)
     noisy = noisy_runs(args, flipped)
     provenance = cli.provenance()
     header = ('# Which training examples does a prediction rest on? {}\n\n{}\n\nCells: mean '
               '[95% bootstrap interval over test inputs]; lds_minus_reference: paired '
               'difference with {} (docs/attribution.md).\n\n{}\n'.format(
                   first_name, '\n'.join(lines), report.REFERENCE, provenance))
-    seeds = report.seed_table(long, report.SEED_COLUMNS, ('identical_class', 'lds'))
+    seeds = report.seed_table(long, report.SEED_COLUMNS,
+                              ('identical_class', 'identical_subclass', 'lds'))
     noisy_seeds = report.seed_table(noisy, report.NOISY_SEED_COLUMNS,
                                     ('average_precision', 'auroc', 'precision_at_k'))
     spread = '# {} over runs: mean [min, max]\n\n{}\n\n'.format(first_name, provenance)

@@ -17,6 +17,7 @@ import numpy as np
 import tqdm
 
 import nlp_utils
+from deepknn.attribution.base import require
 from deepknn.attribution.methods import METHODS, Attribution
 from deepknn.attribution.run_arrays import RunArrays
 from deepknn.evaluation import attribution_measures as measures
@@ -90,6 +91,28 @@ def sample_indices(n, n_test, seed):
     return np.sort(np.random.default_rng(seed).choice(n, n_test, replace=False))
 
 
+def training_pool_indices(setup):
+    """(n_train,) the position of each training-split example in the training pool (the
+    training file's lines for custom data): the pool less the dev and calibration
+    carve-outs, in pool order."""
+    splits = setup.splits
+    held_out = set(splits.dev_indices or ()) | set(splits.calib_indices or ())
+    pool = [i for i in range(len(setup.dataset.train_pool)) if i not in held_out]
+    kept = set(splits.excluded_indices or ())
+    return np.array([i for j, i in enumerate(pool) if j not in kept])
+
+
+def split_subclasses(setup, subclasses):
+    """(training split's subclasses (n_train,), test split's (n_test,)) from
+    {'train': one per training-file line, 'test': one per test-file line}."""
+    pool, test = np.asarray(subclasses['train']), np.asarray(subclasses['test'])
+    require(len(pool) == len(setup.dataset.train_pool) and len(test) == len(setup.splits.test),
+            'subclasses', 'must name one subclass per training line ({}) and test line ({}), '
+            'got {} and {}'.format(len(setup.dataset.train_pool), len(setup.splits.test),
+                                   len(pool), len(test)))
+    return pool[training_pool_indices(setup)], test
+
+
 def encode(setup, examples):
     """Model inputs and labels of raw (tokens, label) examples."""
     encoded = nlp_utils.encode_examples(examples, setup.vocab)
@@ -99,13 +122,19 @@ def encode(setup, examples):
 class RunStudy:
     """The arrays of one run (training split, test sample) and the variants measured on them."""
 
-    def __init__(self, setup, settings, projection=None):
+    def __init__(self, setup, settings, projection=None, subclasses=None):
+        """`subclasses`: {'train': [...], 'test': [...]} for the identical-subclass
+        test of a run trained on merged classes (scripts/merged_classes.py), or None."""
         self.setup, self.settings = setup, settings
         self.arrays = RunArrays.of(setup, projection if settings.projected else None)
         train_xs, self.train_labels = encode(setup, setup.splits.train)
         self.test_indices = sample_indices(len(setup.splits.test), settings.n_test,
                                            settings.seed)
         test_xs, self.gold = encode(setup, [setup.splits.test[i] for i in self.test_indices])
+        self.subclasses = None
+        if subclasses is not None:
+            train_sub, test_sub = split_subclasses(setup, subclasses)
+            self.subclasses = train_sub, test_sub[self.test_indices]
         self.predictions = setup.model.predict_logits(test_xs).argmax(axis=1)
         started = time.perf_counter()
         self.train = self.arrays.representations(train_xs, self.train_labels)
@@ -141,6 +170,9 @@ class RunStudy:
                'same_class': self.train_labels[top_ids[:, 0]] == self.predictions,
                'identical_class': measures.identical_class(self.train_labels[top_ids[:, 0]],
                                                            self.predictions)}
+        if self.subclasses is not None:
+            train_sub, test_sub = self.subclasses
+            row['same_subclass'] = train_sub[top_ids[:, 0]] == test_sub
         if lds is not None:
             scores = method.scores(self.explained['gold'])
             row['lds'] = measures.lds(scores, lds.masks, lds.margins)

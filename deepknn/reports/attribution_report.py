@@ -6,12 +6,12 @@ import numpy as np
 from deepknn.evaluation.statistics import bootstrap_ci, paired_bootstrap_ci
 from deepknn.reports.tables import interval_text, number, signed_interval
 
-RUN_COLUMNS = ['run', 'method', 'identical_class', 'lds', 'lds_minus_reference',
-               'fit_s', 'per_input_s', 'per_input_vs_forward']
-CSV_COLUMNS = ['run', 'method', 'identical_class', 'identical_class_low',
-               'identical_class_high', 'lds', 'lds_low', 'lds_high', 'lds_n', 'fit_s',
-               'per_input_s', 'forward_per_input_s']
-SEED_COLUMNS = ['method', 'runs', 'identical_class', 'lds']
+RUN_COLUMNS = ['run', 'method', 'identical_class', 'identical_subclass', 'lds',
+               'lds_minus_reference', 'fit_s', 'per_input_s', 'per_input_vs_forward']
+SHARES = {'identical_class': 'same_class', 'identical_subclass': 'same_subclass'}
+CSV_COLUMNS = ['run', 'method'] + [m + suffix for m in SHARES for suffix in ('', '_low', '_high')] \
+    + ['lds', 'lds_low', 'lds_high', 'lds_n', 'fit_s', 'per_input_s', 'forward_per_input_s']
+SEED_COLUMNS = ['method', 'runs', 'identical_class', 'identical_subclass', 'lds']
 NOISY_COLUMNS = ['run', 'method', 'average_precision', 'auroc', 'precision_at_k']
 NOISY_SEED_COLUMNS = ['method', 'runs', 'average_precision', 'auroc', 'precision_at_k']
 REFERENCE = 'dknn-vote signed'    # the DkNN's own evidence: the paired differences' baseline
@@ -23,16 +23,24 @@ def long_rows(run, rows, forward_s):
     """CSV rows (numbers) of one run's measured variants."""
     out = []
     for row in rows:
-        same = bootstrap_ci(row['same_class'].astype(np.float64))
         lds = bootstrap_ci(row['lds']) if 'lds' in row else None
-        out.append({'run': run, 'method': row['variant'].label,
-                    'identical_class': same.mean, 'identical_class_low': same.low,
-                    'identical_class_high': same.high,
-                    'lds': lds.mean if lds else '', 'lds_low': lds.low if lds else '',
-                    'lds_high': lds.high if lds else '', 'lds_n': lds.n if lds else 0,
-                    'fit_s': row['fit_s'], 'per_input_s': row['per_input_s'],
-                    'forward_per_input_s': forward_s})
+        cells = {'run': run, 'method': row['variant'].label,
+                 'lds': lds.mean if lds else '', 'lds_low': lds.low if lds else '',
+                 'lds_high': lds.high if lds else '', 'lds_n': lds.n if lds else 0,
+                 'fit_s': row['fit_s'], 'per_input_s': row['per_input_s'],
+                 'forward_per_input_s': forward_s}
+        for measure, key in SHARES.items():
+            share = _share(row, key)
+            cells.update({measure: share.mean if share else '',
+                          measure + '_low': share.low if share else '',
+                          measure + '_high': share.high if share else ''})
+        out.append(cells)
     return out
+
+
+def _share(row, key):
+    """The bootstrap interval of a per-input bool of `row` (None where it lacks it)."""
+    return bootstrap_ci(row[key].astype(np.float64)) if key in row else None
 
 
 def run_table(run, rows, forward_s):
@@ -41,13 +49,13 @@ def run_table(run, rows, forward_s):
     reference = next((r for r in rows if r['variant'].label == REFERENCE), None)
     table = []
     for row in rows:
-        same = bootstrap_ci(row['same_class'].astype(np.float64))
         paired = ''
         if 'lds' in row and reference is not None and row is not reference:
             d = paired_bootstrap_ci(row['lds'], reference['lds'])
             paired = signed_interval(d.mean, d.low, d.high)
         table.append({'run': run, 'method': row['variant'].label,
-                      'identical_class': interval_text(same),
+                      **{m: interval_text(_share(row, k)) if k in row else ''
+                         for m, k in SHARES.items()},
                       'lds': interval_text(bootstrap_ci(row['lds'])) if 'lds' in row else '',
                       'lds_minus_reference': paired, 'fit_s': number(row['fit_s'], 2),
                       'per_input_s': '{:.2g}'.format(row['per_input_s']),

@@ -2,6 +2,7 @@
 from the margin's, the identical-class share of the nearest neighbours, the LDS of a
 method recomputed from its scores and the halves' margins, and the command's outputs."""
 import csv
+import json
 import os
 
 import numpy as np
@@ -109,3 +110,50 @@ def test_noisy_label_rows_rank_the_flipped_rows_by_each_methods_self_influence(t
     expected = measures.noisy_label_detection(influence, noisy, int(noisy.sum()))
     assert rows['tracin-last']['average_precision'] == pytest.approx(
         expected['average_precision'])
+
+
+def test_the_identical_subclass_test_reads_each_training_rows_original_class(tmp_path,
+                                                                            capsys):
+    """TREC-like data, six classes merged into two groups by scripts/merged_classes.py;
+    the study's subclass of each top-1 training row equals the one found by its text."""
+    words = ['what', 'which', 'abbr', 'who', 'where', 'count']   # one cue word per class
+    data = tmp_path / 'data' / 'sent-conv-torch'
+    data.mkdir(parents=True)
+    rng = np.random.RandomState(0)
+    for name, n in (('TREC.train.all', 120), ('TREC.test.all', 30)):
+        labels = rng.randint(6, size=n)
+        data.joinpath(name).write_text(''.join('{} {} is it number {} ?\n'.format(
+            label, words[label], i) for i, label in enumerate(labels)))
+    merge = load_script('scripts/merged_classes.py').main
+    out = tmp_path / 'merged'
+    status, err = cli(merge, ['--dataset', 'TREC', '--data-dir', str(tmp_path / 'data'),
+                              '--out', str(out), '--group', 'thing=description,entity',
+                              '--group', 'fact=human,location,number'], capsys)
+    assert status == 2 and err == ['error: --group: classes abbreviation are in no group']
+    assert not out.exists()
+    merge(['--dataset', 'TREC', '--data-dir', str(tmp_path / 'data'), '--out', str(out),
+           '--group', 'thing=description,entity,abbreviation',
+           '--group', 'fact=human,location,number'])
+    subclasses = json.load(open(str(out / 'subclasses.json')))
+    by_text = {line.split(' ', 1)[1].strip(): sub for line, sub in zip(
+        open(str(out / 'train.txt')), subclasses['train'])}
+    test_by_text = {line.split(' ', 1)[1].strip(): sub for line, sub in zip(
+        open(str(out / 'test.txt')), subclasses['test'])}
+    train_text_classifier_main = load_script('train_text_classifier.py').main
+    train_text_classifier_main([
+        '--dataset', 'custom', '--train-file', str(out / 'train.txt'), '--test-file',
+        str(out / 'test.txt'), '--model', 'bow', '--unit', '8', '--embed-dim', '8',
+        '--epoch', '1', '--batchsize', '16', '--n-calib', '10', '--min-freq', '1',
+        '--out', str(tmp_path / 'run')])
+    setup = model_setup.load_setup(str(tmp_path / 'run' / 'args.json'))
+    study = study_lib.RunStudy(setup, study_lib.StudySettings(n_test=30, k=3, projected=False),
+                               subclasses=subclasses)
+    row = study.measure_variant(study_lib.Variant('knn', 'knn', (('layer', 0),)), None)
+    texts = [' '.join(tokens) for tokens, _ in setup.splits.train]
+    expected = [by_text[texts[i]] == test_by_text[' '.join(setup.splits.test[t][0])]
+                for i, t in zip(row['top'][:, 0], study.test_indices)]
+    assert row['same_subclass'].tolist() == expected
+    with pytest.raises(Exception, match='one subclass per training line'):
+        study_lib.RunStudy(setup, study_lib.StudySettings(n_test=5, projected=False),
+                           subclasses={'train': subclasses['train'][:-1],
+                                       'test': subclasses['test']})
