@@ -14,8 +14,8 @@ used where it exists). --noisy-setup runs (trained with --label-noise) give nois
 detection by self-influence. The all-parameter (projected) variants cost a backward pass
 per input and checkpoint: they run on the first --projected-runs runs of each list.
 Writes NAME.md, NAME.csv (per run), NAME_seeds.md/.csv (mean [min, max] over runs),
-NAME_noisy.md/.csv, NAME_lds.png and NAME_examples.md under --out (default
-results/attribution).
+NAME_measures.png, NAME_examples.md and, with --noisy-setup, NAME_noisy.md/.csv under
+--out (default results/attribution).
 """
 import os
 import sys
@@ -32,8 +32,8 @@ from deepknn.reports.tables import csv_text, markdown_table  # noqa: E402
 import nlp_utils  # noqa: E402
 from nlp_utils import UserError  # noqa: E402
 
-SUFFIXES = ('.md', '.csv', '_seeds.md', '_seeds.csv', '_noisy.md', '_noisy.csv', '_lds.png',
-            '_examples.md')
+SUFFIXES = ('.md', '.csv', '_seeds.md', '_seeds.csv', '_measures.png', '_examples.md')
+NOISY_SUFFIXES = ('_noisy.md', '_noisy.csv')   # with --noisy-setup
 
 
 def parse_args(argv=None):
@@ -157,7 +157,8 @@ def main(argv=None):
     args = parse_args(argv)
     first_name = os.path.basename(os.path.dirname(os.path.abspath(args.model_setup[0])))
     stem = cli.output_stem(args, cli.ATTRIBUTION, first_name)
-    cli.check_table_outputs(args.out, args.overwrite, [stem + s for s in SUFFIXES])
+    suffixes = SUFFIXES + (NOISY_SUFFIXES if args.noisy_setup else ())
+    cli.check_table_outputs(args.out, args.overwrite, [stem + s for s in suffixes])
     flipped = [flipped_labels(path) for path in args.noisy_setup]
     halves = lds_folder(args)
     subclasses = read_subclasses(args.subclasses)
@@ -179,15 +180,17 @@ def main(argv=None):
               (stem + '_seeds.md', lambda f: f.write(spread + markdown_table(
                   seeds, report.SEED_COLUMNS)), 'w'),
               (stem + '_seeds.csv', lambda f: f.write(csv_text(seeds, report.SEED_COLUMNS)), 'w'),
-              (stem + '_noisy.md', lambda f: f.write(spread + markdown_table(
-                  noisy_seeds, report.NOISY_SEED_COLUMNS) + '\n' + markdown_table(
-                  report.noisy_table(noisy), report.NOISY_COLUMNS)), 'w'),
-              (stem + '_noisy.csv', lambda f: f.write(csv_text(noisy, report.NOISY_COLUMNS)), 'w'),
-              plots.figure_write(report.lds_figure(first[0], 'Training-data attribution: '
-                                                   + first_name), stem + '_lds.png'),
+              plots.figure_write(report.measures_figure(first[0], 'Training-data attribution: '
+                                                        + first_name), stem + '_measures.png'),
               (stem + '_examples.md', lambda f: f.write(examples_page(
                   first, '# Where the methods disagree: {}\n\n{}\n'.format(
                       first_name, provenance))), 'w')]
+    if noisy:
+        writes += [(stem + '_noisy.md', lambda f: f.write(spread + markdown_table(
+                       noisy_seeds, report.NOISY_SEED_COLUMNS) + '\n' + markdown_table(
+                       report.noisy_table(noisy), report.NOISY_COLUMNS)), 'w'),
+                   (stem + '_noisy.csv', lambda f: f.write(csv_text(
+                       noisy, report.NOISY_COLUMNS)), 'w')]
     nlp_utils.atomic_write_files(writes)
     print(header + '\n' + markdown_table(table, report.RUN_COLUMNS))
 

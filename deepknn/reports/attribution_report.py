@@ -94,22 +94,27 @@ def noisy_table(long):
                                                  'precision_at_k')}) for r in long]
 
 
-def lds_figure(rows, title):
-    """Horizontal bars: mean LDS per method with its 95% interval, and the identical-class
-    share beside it, one run."""
-    shown = [r for r in rows if 'lds' in r]
-    figure, axes = plt.subplots(1, 2, figsize=(10, 0.28 * len(shown) + 1.5), sharey=True)
-    for axis, measure, key in ((axes[0], 'LDS (Spearman)', 'lds'),
-                               (axes[1], 'identical class (share)', 'same_class')):
-        intervals = [bootstrap_ci(np.asarray(r[key], dtype=np.float64)) for r in shown]
+FIGURE_PANELS = (('lds', 'LDS (Spearman)'), ('same_class', 'identical class (share)'),
+                 ('same_subclass', 'identical subclass (share)'))
+
+
+def measures_figure(rows, title):
+    """Horizontal bars per method, one panel per measure the rows have (LDS, identical
+    class, identical subclass): the mean over test inputs with its 95% interval, one run."""
+    panels = [(key, label) for key, label in FIGURE_PANELS if key in rows[0]]
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 2.5,
+                                                         0.28 * len(rows) + 1.5),
+                                sharey=True, squeeze=False)
+    for axis, (key, label) in zip(axes[0], panels):
+        intervals = [bootstrap_ci(np.asarray(r[key], dtype=np.float64)) for r in rows]
         means = np.array([i.mean for i in intervals])
         errors = np.array([[i.mean - i.low for i in intervals],
                            [i.high - i.mean for i in intervals]])
-        axis.barh(range(len(shown)), means, xerr=errors, color='tab:blue', capsize=2)
+        axis.barh(range(len(rows)), means, xerr=errors, color='tab:blue', capsize=2)
         axis.axvline(0, color='grey', linewidth=1)
-        axis.set(yticks=range(len(shown)), yticklabels=[r['variant'].label for r in shown],
-                 xlabel=measure)
-    axes[0].invert_yaxis()
+        axis.set(yticks=range(len(rows)), yticklabels=[r['variant'].label for r in rows],
+                 xlabel=label)
+    axes[0, 0].invert_yaxis()
     figure.suptitle(title)
     figure.tight_layout()
     return figure

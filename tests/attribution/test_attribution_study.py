@@ -80,8 +80,8 @@ def test_the_command_writes_every_output_and_refuses_a_run_without_noise(tiny, t
     status, _ = cli(main, argv, capsys)
     assert status == 0
     assert sorted(os.listdir(str(tmp_path))) == sorted(
-        'tiny' + s for s in ('.md', '.csv', '_seeds.md', '_seeds.csv', '_noisy.md',
-                             '_noisy.csv', '_lds.png', '_examples.md'))
+        'tiny' + s for s in ('.md', '.csv', '_seeds.md', '_seeds.csv', '_measures.png',
+                             '_examples.md'))
     with open(str(tmp_path / 'tiny.csv')) as f:
         methods = [row['method'] for row in csv.DictReader(f)]
     assert methods == [v.label for v in study_lib.variants(
