@@ -8,7 +8,8 @@ per-epoch checkpoints (TracIn's, TRAK's ensemble) and their projected gradients.
 A run trained with --keep-epochs holds model_epoch<N>.npz for every epoch; each becomes
 a Checkpoint with learning rate 1 (Adam's step size is constant in the Chainer recipe,
 and a common factor changes no ranking, no correlation). Without them the final model
-is the one checkpoint. With a `projection` (gradients.GaussianProjection) every
+is the one checkpoint. The final model (the best epoch) is found among the checkpoints
+by its parameters digest, so its projected gradients (grad-cos) are not computed twice. With a `projection` (gradients.GaussianProjection) every
 checkpoint also carries the projected all-parameter gradients of the margin (TRAK) and
 of the loss (TracIn): for two classes the loss's gradient is -(1 - p_y) times the
 margin's (the loss is log(1 + exp(-margin))), and the projection is linear, so one
@@ -29,7 +30,8 @@ from deepknn.models.chainer_trainer import EPOCH_MODEL
 
 
 def epoch_models(setup):
-    """The run's per-epoch models in epoch order: [(epoch, model)] ([] without them)."""
+    """The run's per-epoch models in epoch order: [(epoch, model, parameters digest)]
+    ([] without them)."""
     found = []
     for epoch in range(1, setup.config.epoch + 1):
         path = os.path.join(setup.result_dir, EPOCH_MODEL.format(epoch))
@@ -37,7 +39,7 @@ def epoch_models(setup):
             model = model_setup.build_model(setup.config, setup.vocab)
             nlp_utils.load_npz_safely(path, model)
             model.to_device(setup.device)
-            found.append((epoch, model))
+            found.append((epoch, model, nlp_utils.npz_parameters_digest(path)))
     return found
 
 
@@ -55,11 +57,20 @@ class RunArrays:
     checkpoints: list                 # [(epoch, model)]
     projection: Optional[gradients.GaussianProjection] = None
     batchsize: int = 64
+    final_checkpoint: Optional[int] = 0   # the checkpoint that is the final model, if any
 
     @classmethod
     def of(cls, setup, projection=None):
-        checkpoints = epoch_models(setup) or [(None, setup.model)]
-        return cls(setup.model, checkpoints, projection, setup.config.batchsize)
+        """The run's checkpoints (its final model alone without per-epoch models); the
+        final model is recognised among them by its parameters digest (the best epoch)."""
+        found = epoch_models(setup)
+        if not found:
+            return cls(setup.model, [(None, setup.model)], projection, setup.config.batchsize)
+        final = nlp_utils.npz_parameters_digest(
+            os.path.join(setup.result_dir, setup.config.model_path))
+        digests = [digest for _, _, digest in found]
+        return cls(setup.model, [(epoch, model) for epoch, model, _ in found], projection,
+                   setup.config.batchsize, digests.index(final) if final in digests else None)
 
     @property
     def epochs(self):
@@ -79,12 +90,19 @@ class RunArrays:
         return Checkpoint(layers[-2], probabilities, loss_gradients=loss,
                           margin_gradients=margin)
 
-    def representations(self, xs, labels):
+    def representations(self, xs, labels, with_checkpoints=True):
         """Representations of inputs xs at classes `labels` (training labels, or the class
         a test input's attribution explains): the final model's DkNN layers, and one
-        Checkpoint per checkpoint model."""
+        Checkpoint per checkpoint model (none where not `with_checkpoints`: the methods
+        reading only the final model need none)."""
         labels = np.asarray(labels, dtype=np.int64)
         checkpoints = [self.checkpoint(model, xs, labels)
-                       for _, model in self.checkpoints]
+                       for _, model in self.checkpoints] if with_checkpoints else []
         layers = self.model.layer_activations(xs, self.batchsize)
-        return Representations.from_layers(layers, labels, checkpoints)
+        final = {}
+        if self.projection is not None:    # grad-cos of projected gradients reads them
+            same = checkpoints[self.final_checkpoint] if checkpoints and \
+                self.final_checkpoint is not None else self.checkpoint(self.model, xs, labels)
+            final = {'loss_gradients': same.loss_gradients,
+                     'margin_gradients': same.margin_gradients}
+        return Representations.from_layers(layers, labels, checkpoints, **final)

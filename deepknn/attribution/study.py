@@ -23,6 +23,7 @@ from deepknn.attribution.run_arrays import RunArrays
 from deepknn.evaluation import attribution_measures as measures
 
 TOP = 5            # training rows kept per test input and variant (the examples figure)
+CHECKPOINT_METHODS = ('tracin-last', 'tracin-projected', 'trak')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,11 @@ class Variant:
 
     def build(self):
         return METHODS[self.method](**dict(self.options))
+
+    @property
+    def reads_checkpoints(self):
+        """Whether the method sums or averages over checkpoints (TracIn, TRAK)."""
+        return self.method in CHECKPOINT_METHODS
 
 
 def layer_name(index, n_layers):

@@ -157,3 +157,17 @@ def test_the_identical_subclass_test_reads_each_training_rows_original_class(tmp
         study_lib.RunStudy(setup, study_lib.StudySettings(n_test=5, projected=False),
                            subclasses={'train': subclasses['train'][:-1],
                                        'test': subclasses['test']})
+
+
+def test_projected_variants_run_and_the_final_model_is_found_among_the_checkpoints(tiny):
+    setup, _ = tiny
+    study = study_lib.RunStudy(setup, study_lib.StudySettings(n_test=6, k=3),
+                               gradients.GaussianProjection(16, seed=1))
+    best = int(np.argmax([e['validation/main/accuracy'] for e in json.load(
+        open(os.path.join(setup.result_dir, 'log')))]))
+    assert study.arrays.final_checkpoint == best
+    final = study.train.final.loss_gradients
+    np.testing.assert_array_equal(final, study.train.checkpoints[best].loss_gradients)
+    rows = [study.measure_variant(v, None) for v in study.variants() if v.projected]
+    assert [r['variant'].label for r in rows] == ['tracin-projected', 'grad-cos projected',
+                                                  'trak']
