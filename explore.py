@@ -11,6 +11,7 @@ prints a warning, since anyone who reaches the port can use the model. The secon
 writes a self-contained folder (HTML, JS, JSON) of --limit examples of --split that
 opens from disk, and exits.
 """
+import os
 import socket
 import sys
 
@@ -62,6 +63,14 @@ def check_host(args):
                         'well if that is meant, or leave --host at 127.0.0.1'.format(args.host))
 
 
+def check_eval_files(args):
+    """UserError naming the first --eval-file that is no readable file, before loading."""
+    for path in args.eval_file:
+        if not os.path.isfile(path):
+            raise UserError('--eval-file {} is not a file; pass a labelled file in the '
+                            'model\'s data format'.format(path))
+
+
 def open_session(args):
     settings = explorer.Settings(cli.dknn_settings(args, None), n_neighbors=args.neighbors,
                                  trust=args.trust, max_characters=args.max_characters,
@@ -104,6 +113,7 @@ def serve(session, args):
 def main(argv=None):
     args = parse_args(argv)
     check_host(args)
+    check_eval_files(args)
     if not args.export:
         check_port(args.host, args.port)
     if args.export:

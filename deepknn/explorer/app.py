@@ -9,6 +9,8 @@
     GET  /api/dataset           a page of a split: split, page, per_page, sort, order,
                                 wrong, max_credibility, label
     GET  /api/training          the training-set view over a split's retrievals: split
+    GET  /api/progress          {done, total} blocks of a split being evaluated (split),
+                                or null; answered without waiting for the session's lock
 
 No request names a file: splits and evaluation files are chosen on the command line.
 A bad request is a 4xx with {"error": one line}; an unexpected failure a 500 with one
@@ -112,6 +114,9 @@ def make_app(session, allowed_hosts=None):
         session.check_current()
         return JSONResponse(session.training(request.query_params.get('split', 'test')))
 
+    def progress(request):
+        return JSONResponse(session.progress.get(request.query_params.get('split', 'test')))
+
     async def no_icon(request):   # browsers ask for one; answer without a 404 in the log
         return Response(status_code=204)
 
@@ -119,6 +124,7 @@ def make_app(session, allowed_hosts=None):
               Route('/api/predict', predict, methods=['POST']),
               Route('/api/reduce', reduce, methods=['POST']),
               Route('/api/dataset', dataset), Route('/api/training', training),
+              Route('/api/progress', progress),
               Mount('/static', StaticFiles(directory=STATIC), name='static')]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] \
         if allowed_hosts else []

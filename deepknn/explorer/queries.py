@@ -1,10 +1,9 @@
 """The explorer's dataset and training-set views: a split evaluated once, then sorted,
 filtered and paged on the server.
 
-`SplitTable.evaluate` runs the model (and DkNN) over a split's examples in batches,
-with a progress bar, and keeps per example the text, gold label, softmax and DkNN
+A `SplitTable` keeps per example of a split the text, gold label, softmax and DkNN
 predictions, credibility, and the activations of the layer Rajani et al.'s kNN
-searches (the last hidden one). `SplitTable.page` answers a query in milliseconds
+searches (the last hidden one), from split_cache (on disk, or evaluated once). `SplitTable.page` answers a query in milliseconds
 (numpy over the kept columns). `training_view` gives the most retrieved training
 examples (Rajani et al.'s retrieval counts, k=16) and the candidate mislabeled ones
 (the paper's kNN rule on dev; cleanlab's confident learning on kNN votes), each with
@@ -14,19 +13,16 @@ import dataclasses
 import functools
 
 import numpy as np
-import tqdm
-
-from deepknn.evaluation import calibration
+from deepknn.explorer import split_cache
 from deepknn.neighbors import dknn as dknn_lib
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
 from deepknn.rajani import label_issues
 from deepknn.reports import saliency_report
-import nets
 from nlp_utils import UserError
 
 RETRIEVAL_K = 16          # Rajani et al.'s neighbours per example (Table 4, retrieval)
-KNN_LAYER = -2            # the last hidden layer, as run_knn_representations.py
+KNN_LAYER = split_cache.KNN_LAYER
 MAX_PER_PAGE = 200
 SORT_COLUMNS = ('index', 'credibility', 'softmax_probability', 'gold', 'text')
 WRONG_FILTERS = ('', 'softmax', 'dknn', 'either')
@@ -76,39 +72,39 @@ class Query:
 class SplitTable:
     """One evaluated split: columns over its N examples."""
 
-    def __init__(self, name, examples, texts, softmax, dknn_result, hidden, label_names):
+    def __init__(self, name, examples, columns, setup, hidden_source=None):
+        """`columns`: split_cache's {'softmax': (N, C), with a DkNN 'prediction',
+        'credibility', 'confidence' (N,), and 'hidden' (N, D) or `hidden_source()`
+        giving it when first needed}."""
         self.name = name
         self.examples = examples
-        self.texts = texts                            # [str]
+        self.texts = [saliency_report.example_text(tokens, setup.vocab)
+                      for tokens, _ in examples]
         self.gold = np.array([y for _, y in examples], dtype=np.int64)
-        self.softmax_prediction = softmax.argmax(axis=1)
-        self.softmax_probability = softmax.max(axis=1)
-        self.dknn_prediction = None if dknn_result is None else dknn_result['prediction']
-        self.credibility = None if dknn_result is None else dknn_result['credibility']
-        self.hidden = hidden                          # (N, D) activations of KNN_LAYER
-        self.label_names = label_names
+        self.softmax = columns['softmax']
+        self.softmax_prediction = self.softmax.argmax(axis=1)
+        self.softmax_probability = self.softmax.max(axis=1)
+        self.dknn_prediction = columns.get('prediction')
+        self.credibility = columns.get('credibility')
+        self.confidence = columns.get('confidence')
+        self._hidden = columns.get('hidden')
+        self._hidden_source = hidden_source
+        self.label_names = setup.label_names
 
     @classmethod
-    def evaluate(cls, name, examples, setup, dknn, batchsize=64):
+    def evaluate(cls, name, examples, setup, dknn, batchsize=64, progress=None):
         """Run the model (and the DkNN, when there is one) over token-level examples."""
         if not examples:
             raise UserError('split {} has no examples'.format(name), 'split')
-        encoded = setup.encode(examples)
-        softmax, hidden, results = [], [], []
-        for start, stop in tqdm.tqdm(nets.canonical_chunks(len(encoded)),
-                                     desc='evaluating ' + name, unit='block'):
-            layers = dknn_lib.checked_activations(setup.model.layer_activations(
-                [x for x, _ in encoded[start:stop]], batchsize), 'evaluation')
-            softmax.append(calibration.softmax(layers[-1]))
-            hidden.append(layers[KNN_LAYER])
-            if dknn is not None:
-                result = dknn.predict_from_activations(layers)
-                results.append({key: result[key] for key in ('prediction', 'credibility')})
-        merged = None if dknn is None else {
-            key: np.concatenate([r[key] for r in results]) for key in results[0]}
-        texts = [saliency_report.example_text(tokens, setup.vocab) for tokens, _ in examples]
-        return cls(name, examples, texts, np.concatenate(softmax), merged,
-                   np.concatenate(hidden), setup.label_names)
+        return cls(name, examples, split_cache.evaluate(setup, dknn, examples, batchsize,
+                                                        progress), setup)
+
+    @property
+    def hidden(self):
+        """(N, D) activations of the last hidden layer (Rajani et al.'s kNN layer)."""
+        if self._hidden is None:
+            self._hidden = self._hidden_source()
+        return self._hidden
 
     def matching(self, query):
         """Row indices that pass the query's filters, in its order."""

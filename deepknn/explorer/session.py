@@ -15,6 +15,7 @@ pair model, or {'split': ..., 'index': ...} for a stored example. New text is to
 as every command tokenizes new text for the run (model_setup.Setup.tokenize).
 """
 import dataclasses
+import functools
 import os
 import threading
 from typing import Optional
@@ -27,6 +28,7 @@ from deepknn.neighbors import dknn_settings
 from deepknn.models import model_setup
 from deepknn.interpret import saliency
 from deepknn.explorer import queries
+from deepknn.explorer import split_cache
 from deepknn.feng import input_reduction
 from deepknn.reports import saliency_report
 from deepknn.interpret.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS
@@ -91,6 +93,7 @@ class ExplorerSession:
         self.examples = {}          # name -> token-level examples shown in the dataset view
         self.tables = {}            # name -> its SplitTable, evaluated on first request
         self.training_views = {}    # shown split -> queries.training_view
+        self.progress = {}          # name -> {'done', 'total'} blocks of a split being evaluated
 
     @classmethod
     def open(cls, model_setup_path, settings, purpose='explorer'):
@@ -145,9 +148,29 @@ class ExplorerSession:
                 ', '.join(self.examples), name), 'split')
         with self.lock:
             if name not in self.tables:
-                self.tables[name] = queries.SplitTable.evaluate(
-                    name, self.examples[name], self.setup, self.dknn, self.settings.dknn.batchsize)
+                self.tables[name] = self._load_table(name)
             return self.tables[name]
+
+    @functools.cached_property
+    def cache_key(self):
+        """split_cache.run_key of this session (the model's digest is read once)."""
+        return split_cache.run_key(self.setup, self.settings.dknn, self.dknn is not None)
+
+    def _load_table(self, name):
+        """The SplitTable of `name` from the disk cache or a fresh evaluation, whose
+        progress self.progress shows meanwhile."""
+        examples = self.examples[name]
+        if not examples:
+            raise UserError('split {} has no examples; choose another split'.format(name),
+                            'split')
+        self.progress[name] = {'done': 0, 'total': None}
+        try:
+            columns, hidden = split_cache.split_columns(
+                self.setup, self.dknn, self.settings.dknn, self.cache_key, name, examples,
+                lambda done, total: self.progress.update({name: {'done': done, 'total': total}}))
+        finally:
+            del self.progress[name]
+        return queries.SplitTable(name, examples, columns, self.setup, hidden)
 
     def training(self, name):
         """queries.training_view over the retrievals of split `name` (and dev's kNN rule)."""

@@ -16,6 +16,7 @@ from deepknn.neighbors.dknn_settings import DkNNSettings
 import cli_helpers
 import explore
 import predict
+import run_dknn
 import run_knn_representations
 from tests.models.test_transformer import write_tiny_checkpoint
 from nlp_utils import UserError
@@ -391,3 +392,59 @@ def test_odd_requests_are_a_4xx_with_one_line_never_a_500(client, request_kind):
                              headers={'content-type': 'application/json'})
     assert 400 <= answer.status_code < 500, answer.text
     assert '\n' not in answer.json()['error']
+
+
+def test_a_split_evaluation_is_cached_on_disk_and_reused_after_a_restart(run, monkeypatch):
+    first = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
+    rows = first.table('dev').page(explorer.queries.Query(per_page=200))
+    folder = os.path.dirname(run)
+    assert any(name.startswith('explorer_split_dev_') for name in os.listdir(folder))
+    monkeypatch.setattr(explorer.split_cache, 'evaluate',
+                        lambda *a, **k: pytest.fail('evaluated again'))
+    again = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
+    assert again.table('dev').page(explorer.queries.Query(per_page=200)) == rows
+    other_k = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K - 1)))
+    with pytest.raises(pytest.fail.Exception, match='evaluated again'):
+        other_k.table('dev')     # other DkNN settings: another key, computed anew
+
+
+def test_run_dknn_predictions_are_reused_where_settings_match(run, monkeypatch):
+    run_dknn.main(['--model-setup', run, '--k', '3', '--split', 'test'])
+    folder = os.path.dirname(run)
+    saved = np.load(os.path.join(folder, 'dknn_predictions_test_faiss_k3.npz'))
+    monkeypatch.setattr(explorer.split_cache, 'evaluate',
+                        lambda *a, **k: pytest.fail('evaluated again'))
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=3)))
+    table = session.table('test')
+    assert np.array_equal(table.dknn_prediction, saved['prediction'])
+    assert np.array_equal(table.credibility, saved['credibility'])
+    assert np.array_equal(table.softmax, saved['softmax_probability'])
+    expected = session.setup.model.layer_activations([x for x, _ in session.setup.test])[-2]
+    assert table.hidden == pytest.approx(expected, abs=1e-5)   # computed when first needed
+    kdtree = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(
+        k=3, backend='kdtree')))
+    with pytest.raises(pytest.fail.Exception, match='evaluated again'):
+        kdtree.table('test')     # another backend: run_dknn.py's file is not reused
+
+
+def test_evaluation_reports_progress_block_by_block(session, client):
+    seen = []
+    examples = session.examples['test']
+    columns = explorer.split_cache.evaluate(session.setup, session.dknn, examples, 7,
+                                            lambda done, total: seen.append((done, total)))
+    assert seen[-1][0] == seen[-1][1] == len(seen) and len(columns['softmax']) == len(examples)
+    assert client.get('/api/progress', params={'split': 'test'}).json() is None   # idle
+
+
+@pytest.mark.parametrize('flags, fragment', [
+    (['--port', '80000'], 'port number from 1 to 65535'),
+    (['--neighbors', '0'], '--neighbors'),
+    (['--split', 'nosuch'], '--split'),
+    (['--eval-file', 'missing.txt'], '--eval-file missing.txt is not a file'),
+])
+def test_a_bad_flag_is_one_line_before_the_model_loads(run, capsys, monkeypatch, flags,
+                                                       fragment):
+    monkeypatch.setattr(explorer.model_setup, 'load_setup',
+                        lambda *a: pytest.fail('loaded the model first'))
+    status, err = cli_helpers.cli(explore.main, ['--model-setup', run] + flags, capsys)
+    cli_helpers.assert_one_line_error(status, err, fragment)

@@ -156,6 +156,7 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
             seen = views(driver, base, SENTENCE)
             driver.get(base + '#/input?text=' + 'x' * 1200)
             seen['too_long'] = wait_for(driver, '#error').text
+            seen['kept_text'] = driver.find_element(By.ID, 'input-text').get_attribute('value')
         export = str(tmp_path / 'export')
         explore.main(['--model-setup', run, '--k', str(K), '--export', export, '--limit', '3'])
         driver.get('file://' + os.path.join(export, 'index.html') + '#/dataset?split=test')
@@ -165,6 +166,9 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
         wait_for(driver, '#maps')
         exported_layers = len(driver.find_elements(By.CSS_SELECTOR, '#neighbors h3'))
         exported_source = driver.find_element(By.CSS_SELECTOR, '#prediction p').text
+        linked = [a.get_attribute('href').split('#')[1] for a in driver.find_elements(
+            By.CSS_SELECTOR, '#neighbors a.example-link')]
+        unlinked = len(driver.find_elements(By.CSS_SELECTOR, '#neighbors .example-unlinked'))
     finally:
         driver.quit()
     assert seen['softmax'] == expected['softmax']['prediction']
@@ -184,8 +188,11 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert seen['wrong_rows'] == min(n_wrong, 25)
     assert seen['most_retrieved'] == 25
     assert 'more than the limit of 1000' in seen['too_long']
+    assert seen['kept_text'] == 'x' * 1200          # the form and the text stay
     assert exported_rows == 3 and exported_layers == 4
     assert exported_source.startswith('Example 0 of test')
+    # the export holds no training example: its neighbours are text, never dead links
+    assert linked == [] and unlinked == 4 * K
 
 
 # Dataset-view queries: several filters, sorts and pages, as the URL carries them.

@@ -25,8 +25,13 @@ const bdi = (text) => el('bdi', {}, text);
 const fmt = (value) => (value === null || value === undefined ? '—' : value.toFixed(3));
 const main = () => document.getElementById('view');
 
+// An error goes under the view's form (or on top): what was typed or chosen stays.
 function showError(message) {
-  main().replaceChildren(el('p', {class: 'error', id: 'error'}, bdi(message)));
+  const view = main();
+  view.querySelectorAll('#error, .busy').forEach((node) => node.remove());
+  const line = el('p', {class: 'error', id: 'error', role: 'alert'}, bdi(message));
+  const form = view.querySelector('form');
+  if (form) form.after(line); else view.prepend(line);
 }
 
 // ------------------------------------------------------------------ data sources
@@ -105,9 +110,12 @@ function route() {
 
 // Going to the current address again (the same sentence twice) redraws it.
 const go = (hash) => { if (location.hash === hash) route(); else location.hash = hash; };
+// In a static export only the exported examples have an input view: others are plain text.
 const exampleLink = (split, index, ...children) =>
-  el('a', {href: '#/example/' + encodeURIComponent(split) + '/' + index,
-           class: 'example-link'}, ...children);
+  (STATIC && !(STATIC.examples[split] || {})[index]
+    ? el('span', {class: 'example-unlinked', title: 'not in this export'}, ...children)
+    : el('a', {href: '#/example/' + encodeURIComponent(split) + '/' + index,
+               class: 'example-link'}, ...children));
 
 // ------------------------------------------------------------------ input view
 function inputForm(input) {
@@ -264,9 +272,14 @@ async function datasetView(given) {
   const params = Object.assign({}, DATASET_DEFAULTS, given);
   if (STATIC && !given.split) params.split = Object.keys(STATIC.rows)[0];
   const view = main();
-  view.replaceChildren(el('p', {class: 'busy'}, 'loading ' + params.split + '…'));
+  const busy = el('p', {class: 'busy', id: 'progress'}, 'loading ' + params.split + '…');
+  view.replaceChildren(busy);
+  const polling = STATIC ? null : setInterval(() => request('api/progress?' + new URLSearchParams(
+    {split: params.split})).then((p) => { if (p && p.total) busy.textContent = 'evaluating '
+      + params.split + ': block ' + p.done + ' of ' + p.total + '…'; }).catch(() => {}), 500);
   let page;
   try { page = await api.dataset(params); } catch (problem) { return showError(problem.message); }
+  finally { clearInterval(polling); }
   const change = (update) => go('#/dataset?' + new URLSearchParams(
     Object.assign({}, params, {page: '1'}, update)));
   const select = (name, options) => el('select', {id: 'filter-' + name, onchange: (e) =>
