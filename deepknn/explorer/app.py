@@ -9,6 +9,7 @@
     GET  /api/dataset           a page of a split: split, page, per_page, sort, order,
                                 wrong, max_credibility, label
     GET  /api/training          the training-set view over a split's retrievals: split
+    GET  /api/metrics           the metrics panel of a split: split
     GET  /api/progress          {done, total} blocks of a split being evaluated (split),
                                 or null; answered without waiting for the session's lock
 
@@ -31,6 +32,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from deepknn.explorer import metrics
 from deepknn.explorer import queries
 from deepknn.explorer.session import StaleRun
 from nlp_utils import UserError
@@ -114,6 +116,11 @@ def make_app(session, allowed_hosts=None):
         session.check_current()
         return JSONResponse(session.training(request.query_params.get('split', 'test')))
 
+    def split_metrics(request):
+        session.check_current()
+        return JSONResponse(metrics.split_metrics(session.table(
+            request.query_params.get('split', 'test'))))
+
     def progress(request):
         return JSONResponse(session.progress.get(request.query_params.get('split', 'test')))
 
@@ -124,7 +131,7 @@ def make_app(session, allowed_hosts=None):
               Route('/api/predict', predict, methods=['POST']),
               Route('/api/reduce', reduce, methods=['POST']),
               Route('/api/dataset', dataset), Route('/api/training', training),
-              Route('/api/progress', progress),
+              Route('/api/progress', progress), Route('/api/metrics', split_metrics),
               Mount('/static', StaticFiles(directory=STATIC), name='static')]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] \
         if allowed_hosts else []

@@ -20,10 +20,11 @@ import tqdm
 from deepknn.storage import manifest
 from deepknn.storage import result_folder
 from deepknn.explorer import app
+from deepknn.explorer import metrics
 from deepknn.explorer import queries
 from nlp_utils import UserError
 
-STATIC_FILES = ('explorer.js', 'explorer.css')
+STATIC_FILES = ('explorer.js', 'metrics.js', 'explorer.css')
 
 
 def check_export_folder(folder, overwrite):
@@ -45,8 +46,8 @@ def check_export_folder(folder, overwrite):
 
 
 def export_data(session, split, limit, produced_by):
-    """{'info', 'examples': {split: {index: input view}}, 'rows': {split: [rows]}} of the
-    first `limit` examples of `split`."""
+    """{'info', 'examples': {split: {index: input view}}, 'rows': {split: [rows]},
+    'metrics': {split: metrics panel}} of the first `limit` examples of `split`."""
     if split not in session.examples:
         raise UserError('split must be one of {}, got {!r}'.format(
             ', '.join(session.examples), split), 'split')
@@ -59,7 +60,8 @@ def export_data(session, split, limit, produced_by):
                for index in tqdm.trange(len(examples), desc='exporting', unit='example')}
     return {'info': dict(session.info(), produced_by=produced_by),
             'examples': {split: answers},
-            'rows': {split: [table.row(i) for i in range(len(examples))]}}
+            'rows': {split: [table.row(i) for i in range(len(examples))]},
+            'metrics': {split: metrics.split_metrics(table)}}
 
 
 def write_export(folder, data, created_by='explorer'):

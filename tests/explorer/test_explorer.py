@@ -448,3 +448,26 @@ def test_a_bad_flag_is_one_line_before_the_model_loads(run, capsys, monkeypatch,
                         lambda *a: pytest.fail('loaded the model first'))
     status, err = cli_helpers.cli(explore.main, ['--model-setup', run] + flags, capsys)
     cli_helpers.assert_one_line_error(status, err, fragment)
+
+
+def test_the_metrics_panel_gives_run_dknns_accuracy_and_sklearns_confusion(run, client):
+    from sklearn.metrics import confusion_matrix
+    report_path = run_dknn.evaluate_model(run_dknn.parse_args(
+        ['--model-setup', run, '--k', str(K), '--split', 'test']))[1]
+    with open(report_path) as f:
+        report = json.load(f)
+    saved = np.load(report_path.replace('dknn_', 'dknn_predictions_', 1)[:-5] + '.npz')
+    found = client.get('/api/metrics', params={'split': 'test'}).json()
+    softmax, dknn = found['classifiers']
+    assert found['n'] == report['n_examples'] == 60
+    assert softmax['accuracy'] == pytest.approx(report['softmax_accuracy'], abs=1e-12)
+    assert dknn['accuracy'] == pytest.approx(report['dknn_accuracy'], abs=1e-12)
+    gold = saved['label']
+    assert dknn['confusion'] == confusion_matrix(gold, saved['prediction']).tolist()
+    assert softmax['confusion'] == confusion_matrix(
+        gold, saved['softmax_probability'].argmax(axis=1)).tolist()
+    bins = calibration.reliability_bins(saved['credibility'], saved['prediction'] == gold, 10)
+    assert [b['count'] for b in dknn['reliability']['bins']] == bins['count'].tolist()
+    assert [b['accuracy'] for b in dknn['reliability']['bins'] if b['count']] == pytest.approx(
+        bins['accuracy'][bins['count'] > 0].tolist())
+    assert client.get('/api/metrics', params={'split': 'nope'}).status_code == 400

@@ -12,12 +12,14 @@ import socket
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from deepknn.explorer import app as explorer_app
 from deepknn.explorer import session as explorer
 from deepknn.neighbors.dknn_settings import DkNNSettings
 import explore
+import run_dknn
 from tests.commands.test_end_to_end import data_files, train  # noqa: F401 (data_files is a fixture)
 
 webdriver = pytest.importorskip('selenium.webdriver', reason='selenium is not installed')
@@ -134,6 +136,13 @@ def views(driver, base, sentence, folder=None):
     seen['most_retrieved'] = len(driver.find_elements(By.CSS_SELECTOR, '#most-retrieved > ol > li'))
     if folder:
         driver.save_screenshot(os.path.join(folder, 'explorer_training.png'))
+    driver.get(base + '#/metrics?split=test')
+    wait_for(driver, '#accuracy-dknn', 120)
+    seen['accuracy'] = {name: driver.find_element(By.ID, 'accuracy-' + name).text
+                        for name in ('softmax', 'dknn')}
+    seen['reliability'] = len(driver.find_elements(By.CSS_SELECTOR, 'canvas.reliability'))
+    if folder:
+        driver.save_screenshot(os.path.join(folder, 'explorer_metrics.png'))
     return seen
 
 
@@ -169,6 +178,9 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
         linked = [a.get_attribute('href').split('#')[1] for a in driver.find_elements(
             By.CSS_SELECTOR, '#neighbors a.example-link')]
         unlinked = len(driver.find_elements(By.CSS_SELECTOR, '#neighbors .example-unlinked'))
+        driver.get('file://' + os.path.join(export, 'index.html') + '#/metrics')
+        exported_accuracy = wait_for(driver, '#accuracy-softmax').text
+        exported_canvases = len(driver.find_elements(By.CSS_SELECTOR, 'canvas.reliability'))
     finally:
         driver.quit()
     assert seen['softmax'] == expected['softmax']['prediction']
@@ -187,12 +199,21 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert seen['wrong_only'].startswith('{} of 60 examples match'.format(n_wrong))
     assert seen['wrong_rows'] == min(n_wrong, 25)
     assert seen['most_retrieved'] == 25
+    report = run_dknn.evaluate_model(run_dknn.parse_args(
+        ['--model-setup', run, '--k', str(K), '--split', 'test']))[0]
+    assert seen['accuracy'] == {'softmax': '{:.4f}'.format(report['softmax_accuracy']),
+                                'dknn': '{:.4f}'.format(report['dknn_accuracy'])}
+    assert seen['reliability'] == 2
     assert 'more than the limit of 1000' in seen['too_long']
     assert seen['kept_text'] == 'x' * 1200          # the form and the text stay
     assert exported_rows == 3 and exported_layers == 4
     assert exported_source.startswith('Example 0 of test')
     # the export holds no training example: its neighbours are text, never dead links
     assert linked == [] and unlinked == 4 * K
+    first_three = session.table('test')
+    assert exported_accuracy == '{:.4f}'.format(float(np.mean(
+        first_three.softmax_prediction[:3] == first_three.gold[:3])))
+    assert exported_canvases == 2
 
 
 # Dataset-view queries: several filters, sorts and pages, as the URL carries them.

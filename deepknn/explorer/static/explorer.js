@@ -50,6 +50,7 @@ const serverApi = {
   reduce: (body) => request('api/reduce', body),
   dataset: (params) => request('api/dataset?' + new URLSearchParams(params)),
   training: (split) => request('api/training?' + new URLSearchParams({split})),
+  metrics: (split) => request('api/metrics?' + new URLSearchParams({split})),
 };
 
 // The static export holds a few examples with every answer precomputed.
@@ -64,6 +65,11 @@ const staticApi = {
   reduce: async () => { throw new Error('input reduction needs the running explore.py'); },
   dataset: async (params) => pageOf(STATIC.rows[params.split] || [], params, params.split),
   training: async () => { throw new Error('the training-set view needs the running explore.py'); },
+  metrics: async (split) => {
+    if (!(STATIC.metrics || {})[split]) throw new Error('this export holds the metrics of '
+      + Object.keys(STATIC.metrics || {}).join(', ') + ' only');
+    return STATIC.metrics[split];
+  },
 };
 const api = STATIC ? staticApi : serverApi;
 
@@ -93,6 +99,12 @@ function pageOf(rows, params, split) {
           per_page: perPage, rows: found.slice((page - 1) * perPage, page * perPage)};
 }
 
+// While the server evaluates a split, `line` says how far it is (every half second).
+const pollProgress = (split, line) => setInterval(() => request('api/progress?'
+  + new URLSearchParams({split})).then((p) => {
+  if (p && p.total) line.textContent = 'evaluating ' + split + ': block ' + p.done + ' of ' + p.total + '…';
+}).catch(() => {}), 500);
+
 // ------------------------------------------------------------------ routing
 let INFO = null;
 
@@ -105,6 +117,7 @@ function route() {
   if (parts[0] === 'example') return inputView({split: parts[1], index: Number(parts[2])});
   if (parts[0] === 'dataset') return datasetView(params);
   if (parts[0] === 'training') return trainingView(params);
+  if (parts[0] === 'metrics') return metricsView(params);
   return inputView(params.text !== undefined || params.hypothesis !== undefined ? params : null);
 }
 
@@ -274,9 +287,7 @@ async function datasetView(given) {
   const view = main();
   const busy = el('p', {class: 'busy', id: 'progress'}, 'loading ' + params.split + '…');
   view.replaceChildren(busy);
-  const polling = STATIC ? null : setInterval(() => request('api/progress?' + new URLSearchParams(
-    {split: params.split})).then((p) => { if (p && p.total) busy.textContent = 'evaluating '
-      + params.split + ': block ' + p.done + ' of ' + p.total + '…'; }).catch(() => {}), 500);
+  const polling = STATIC ? null : pollProgress(params.split, busy);
   let page;
   try { page = await api.dataset(params); } catch (problem) { return showError(problem.message); }
   finally { clearInterval(polling); }
