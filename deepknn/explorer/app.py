@@ -5,6 +5,8 @@
     GET  /api/info              the run: model, labels, methods, splits, legend
     POST /api/predict           the input view: {"text"} or {"premise", "hypothesis"} or
                                 {"split", "index"}, and "all_layers" (bool)
+    POST /api/edit              the example editor: {"original": a predict request,
+                                "edited": another, "all_layers"}: both views and their diff
     POST /api/reduce            input reduction, step by step: the same input, "importance"
     GET  /api/dataset           a page of a split: split, page, per_page, sort, order,
                                 wrong, max_credibility, label
@@ -100,6 +102,12 @@ def make_app(session, allowed_hosts=None):
         session.check_current()
         return await run_locked(lambda: session.predict(body, flag(body, 'all_layers')))
 
+    async def edit(request):
+        body = await read_json_body(request)
+        session.check_current()
+        return await run_locked(lambda: session.edit(
+            body.get('original'), body.get('edited'), flag(body, 'all_layers')))
+
     async def reduce(request):
         body = await read_json_body(request)
         session.check_current()
@@ -130,6 +138,7 @@ def make_app(session, allowed_hosts=None):
     routes = [Route('/', page), Route('/favicon.ico', no_icon), Route('/api/info', info),
               Route('/api/predict', predict, methods=['POST']),
               Route('/api/reduce', reduce, methods=['POST']),
+              Route('/api/edit', edit, methods=['POST']),
               Route('/api/dataset', dataset), Route('/api/training', training),
               Route('/api/progress', progress), Route('/api/metrics', split_metrics),
               Mount('/static', StaticFiles(directory=STATIC), name='static')]

@@ -27,6 +27,7 @@ from deepknn.neighbors import dknn as dknn_lib
 from deepknn.neighbors import dknn_settings
 from deepknn.models import model_setup
 from deepknn.interpret import saliency
+from deepknn.explorer import editor
 from deepknn.explorer import queries
 from deepknn.explorer import split_cache
 from deepknn.feng import input_reduction
@@ -262,6 +263,9 @@ class ExplorerSession:
         vocab = self.setup.vocab
         premise, words = tokens if isinstance(tokens, tuple) else (None, tokens)
         return {'text': saliency_report.example_text(tokens, vocab),
+                'editable': {'text': editor.editable_text(words)} if premise is None else
+                {'premise': editor.editable_text(premise),
+                 'hypothesis': editor.editable_text(words)},
                 'words': saliency_report.display_tokens(words, vocab),
                 'premise': None if premise is None else
                 saliency_report.display_tokens(premise, vocab),
@@ -289,6 +293,13 @@ class ExplorerSession:
                               'distance': float(distance), 'agrees': int(label) == prediction})
             views.append({'layer': layer, 'name': layer_name(layer, n_layers), 'items': items})
         return views
+
+    def edit(self, original, edited, all_layers=False):
+        """The example editor: {'before', 'after' (input views), 'diff' (editor.diff)} of
+        a stored example (a request) and its edited text (another request)."""
+        before = self.predict(original, all_layers)
+        after = self.predict(edited, all_layers)
+        return {'before': before, 'after': after, 'diff': editor.diff(before, after)}
 
     # ------------------------------------------------------------ input reduction
     def reduce(self, request, importance='gradient'):

@@ -471,3 +471,36 @@ def test_the_metrics_panel_gives_run_dknns_accuracy_and_sklearns_confusion(run, 
     assert [b['accuracy'] for b in dknn['reliability']['bins'] if b['count']] == pytest.approx(
         bins['accuracy'][bins['count'] > 0].tolist())
     assert client.get('/api/metrics', params={'split': 'nope'}).status_code == 400
+
+
+def test_the_editors_diff_is_that_of_two_predict_calls(session, client):
+    original = {'split': 'test', 'index': 3}
+    before = session.predict(original, all_layers=True)
+    text = before['input']['editable']['text']
+    assert session.setup.tokenize(text) == session.examples['test'][3][0]   # opens as typed
+    edited = {'text': 'not ' + text + ' awful awful'}
+    after = session.predict(edited, all_layers=True)
+    found = client.post('/api/edit', json={'original': original, 'edited': edited,
+                                           'all_layers': True}).json()
+    assert found['before'] == before and found['after'] == after
+    diff = found['diff']
+    assert diff['softmax']['before'] == before['softmax']['prediction']
+    assert diff['softmax']['after'] == after['softmax']['prediction']
+    assert [v['delta'] for v in diff['softmax']['values']] == pytest.approx(
+        [a['value'] - b['value'] for a, b in zip(after['softmax']['probabilities'],
+                                                 before['softmax']['probabilities'])])
+    assert diff['credibility']['after'] - diff['credibility']['before'] == pytest.approx(
+        after['dknn']['credibility'] - before['dknn']['credibility'])
+    ops = [w['op'] for w in diff['words']]
+    assert ops == ['added'] + ['same'] * len(before['input']['words']) + ['added'] * 2
+    for layer, old, new in zip(diff['neighbors'], before['neighbors'], after['neighbors']):
+        old_ids = {i['index'] for i in old['items']}
+        new_ids = {i['index'] for i in new['items']}
+        assert {i['index'] for i in layer['entered']} == new_ids - old_ids
+        assert {i['index'] for i in layer['left']} == old_ids - new_ids
+        assert set(layer['stayed']) == old_ids & new_ids
+    first_map = diff['maps'][0]
+    kept = [w for w in first_map['words'] if w['op'] == 'same']
+    assert [w['before'] for w in kept] == [w['importance'] for w in before['maps'][0]['words']]
+    assert client.post('/api/edit', json={'original': original}).json()['error'].startswith(
+        'request: send a JSON object')

@@ -115,6 +115,18 @@ def views(driver, base, sentence, folder=None):
     driver.find_element(By.CSS_SELECTOR, '#neighbors a.example-link').click()
     wait_for(driver, '#maps')
     seen['followed'] = driver.find_element(By.CSS_SELECTOR, '#prediction p').text
+    driver.get(base + '#/example/test/3')
+    wait_for(driver, '#maps')
+    box = driver.find_element(By.ID, 'input-text')
+    seen['filled'] = box.get_attribute('value')
+    box.send_keys(' awful awful')
+    driver.find_element(By.ID, 'predict-button').click()
+    wait_for(driver, '#diff')
+    seen['diff'] = {name: driver.find_element(By.ID, 'diff-' + name).text for name in (
+        'softmax-before', 'softmax-after', 'dknn-before', 'dknn-after')}
+    seen['added'] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, '#diff-words ins')]
+    if folder:
+        driver.save_screenshot(os.path.join(folder, 'explorer_editor.png'))
     driver.get(base + '#/dataset?split=test')
     wait_for(driver, '#dataset-table tr.row')
     seen['first_page'] = driver.find_element(By.ID, 'dataset-count').text
@@ -204,6 +216,14 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert seen['accuracy'] == {'softmax': '{:.4f}'.format(report['softmax_accuracy']),
                                 'dknn': '{:.4f}'.format(report['dknn_accuracy'])}
     assert seen['reliability'] == 2
+    before = session.predict({'split': 'test', 'index': 3})
+    after = session.predict({'text': before['input']['editable']['text'] + ' awful awful'})
+    assert seen['filled'] == before['input']['editable']['text']
+    assert seen['diff'] == {'softmax-before': before['softmax']['prediction'],
+                            'softmax-after': after['softmax']['prediction'],
+                            'dknn-before': before['dknn']['prediction'],
+                            'dknn-after': after['dknn']['prediction']}
+    assert seen['added'] == ['awful', 'awful']
     assert 'more than the limit of 1000' in seen['too_long']
     assert seen['kept_text'] == 'x' * 1200          # the form and the text stay
     assert exported_rows == 3 and exported_layers == 4

@@ -48,6 +48,7 @@ const serverApi = {
   info: () => request('api/info'),
   predict: (body) => request('api/predict', body),
   reduce: (body) => request('api/reduce', body),
+  edit: (body) => request('api/edit', body),
   dataset: (params) => request('api/dataset?' + new URLSearchParams(params)),
   training: (split) => request('api/training?' + new URLSearchParams({split})),
   metrics: (split) => request('api/metrics?' + new URLSearchParams({split})),
@@ -63,6 +64,7 @@ const staticApi = {
     return found;
   },
   reduce: async () => { throw new Error('input reduction needs the running explore.py'); },
+  edit: async () => { throw new Error('an edited text needs the running explore.py'); },
   dataset: async (params) => pageOf(STATIC.rows[params.split] || [], params, params.split),
   training: async () => { throw new Error('the training-set view needs the running explore.py'); },
   metrics: async (split) => {
@@ -143,25 +145,43 @@ function inputForm(input) {
     event.preventDefault();
     const params = new URLSearchParams();
     fields.forEach((name) => params.set(name, form.elements[name].value));
+    if (form.dataset.fromSplit !== undefined) {    // an edit of a stored example
+      params.set('from_split', form.dataset.fromSplit);
+      params.set('from_index', form.dataset.fromIndex);
+    }
     go('#/input?' + params);
   });
+  if (input && input.from_split !== undefined) {
+    form.dataset.fromSplit = input.from_split;
+    form.dataset.fromIndex = input.from_index;
+  }
   return form;
 }
 
 async function inputView(input) {
   const view = main();
-  view.replaceChildren(inputForm(input && input.split === undefined ? input : null));
+  const form = inputForm(input && input.split === undefined ? input : null);
+  view.replaceChildren(form);
   if (!input) return;
   view.appendChild(el('p', {class: 'busy'}, 'computing…'));
-  let answer;
+  const edited = input.from_split !== undefined;
+  const request = Object.fromEntries(Object.entries(input).filter(([name]) =>
+    !name.startsWith('from_')));
+  let answer, edit;
   try {
-    answer = await api.predict(Object.assign({}, input, {all_layers: STATIC !== null}));
+    if (edited) {
+      edit = await api.edit({original: {split: input.from_split, index: Number(input.from_index)},
+                             edited: request, all_layers: STATIC !== null});
+      answer = edit.after;
+    } else answer = await api.predict(Object.assign({}, request, {all_layers: STATIC !== null}));
   } catch (problem) { return showError(problem.message); }
   view.querySelector('.busy').remove();
+  if (input.split !== undefined) fillForm(form, answer);
+  if (edited) view.appendChild(diffPanel(edit, {split: input.from_split, index: input.from_index}));
   view.appendChild(predictionPanel(answer));
   view.appendChild(mapsPanel(answer));
-  view.appendChild(neighborsPanel(answer, input));
-  if (!STATIC) view.appendChild(reductionPanel(input));
+  view.appendChild(neighborsPanel(answer, request));
+  if (!STATIC) view.appendChild(reductionPanel(request));
 }
 
 function probabilityList(values) {
