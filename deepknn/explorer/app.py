@@ -10,6 +10,7 @@
     POST /api/reduce            input reduction, step by step: the same input, "importance"
     GET  /api/dataset           a page of a split: split, page, per_page, sort, order,
                                 wrong, max_credibility, label
+    GET  /api/dataset.csv       every row of the same query (no paging) as CSV, to download
     GET  /api/training          the training-set view over a split's retrievals: split
     GET  /api/metrics           the metrics panel of a split: split
     GET  /api/progress          {done, total} blocks of a split being evaluated (split),
@@ -23,6 +24,7 @@ Starlette runs in its thread pool).
 """
 import json
 import os
+import re
 import traceback
 
 from starlette.applications import Starlette
@@ -120,6 +122,15 @@ def make_app(session, allowed_hosts=None):
         table = session.table(params.get('split', 'test'))
         return JSONResponse(table.page(queries.Query.from_params(params, table.label_names)))
 
+    def dataset_csv(request):
+        session.check_current()
+        params = dict(request.query_params)
+        table = session.table(params.get('split', 'test'))
+        text = table.csv(queries.Query.from_params(params, table.label_names))
+        return Response(text, media_type='text/csv; charset=utf-8', headers={
+            'Content-Disposition': 'attachment; filename="{}_selection.csv"'.format(
+                re.sub(r'[^A-Za-z0-9_-]', '_', table.name))})
+
     def training(request):
         session.check_current()
         return JSONResponse(session.training(request.query_params.get('split', 'test')))
@@ -139,7 +150,8 @@ def make_app(session, allowed_hosts=None):
               Route('/api/predict', predict, methods=['POST']),
               Route('/api/reduce', reduce, methods=['POST']),
               Route('/api/edit', edit, methods=['POST']),
-              Route('/api/dataset', dataset), Route('/api/training', training),
+              Route('/api/dataset', dataset), Route('/api/dataset.csv', dataset_csv),
+              Route('/api/training', training),
               Route('/api/progress', progress), Route('/api/metrics', split_metrics),
               Mount('/static', StaticFiles(directory=STATIC), name='static')]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] \

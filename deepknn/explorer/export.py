@@ -24,7 +24,7 @@ from deepknn.explorer import metrics
 from deepknn.explorer import queries
 from nlp_utils import UserError
 
-STATIC_FILES = ('explorer.js', 'metrics.js', 'editor.js', 'explorer.css')
+STATIC_FILES = ('explorer.js', 'dataset.js', 'metrics.js', 'editor.js', 'explorer.css')
 
 
 def check_export_folder(folder, overwrite):

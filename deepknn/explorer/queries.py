@@ -13,6 +13,7 @@ import dataclasses
 import functools
 
 import numpy as np
+from deepknn.explorer import selection
 from deepknn.explorer import split_cache
 from deepknn.neighbors import dknn as dknn_lib
 from deepknn.rajani import knn_influence
@@ -24,7 +25,9 @@ from nlp_utils import UserError
 RETRIEVAL_K = 16          # Rajani et al.'s neighbours per example (Table 4, retrieval)
 KNN_LAYER = split_cache.KNN_LAYER
 MAX_PER_PAGE = 200
-SORT_COLUMNS = ('index', 'credibility', 'softmax_probability', 'gold', 'text')
+SORT_COLUMNS = ('index', 'credibility', 'softmax_probability', 'gold', 'text',
+                'softmax_prediction', 'dknn_prediction')
+MAX_SEARCH = 200                    # characters of a free-text search
 WRONG_FILTERS = ('', 'softmax', 'dknn', 'either')
 
 
@@ -38,6 +41,7 @@ class Query:
     wrong: str = ''                     # '', 'softmax', 'dknn' or 'either'
     max_credibility: float = 1.0        # rows with credibility <= this
     label: str = ''                     # gold label name, '' for all
+    search: str = ''                    # rows whose text holds this, any case; '' for all
 
     @classmethod
     def from_params(cls, params, label_names):
@@ -62,11 +66,15 @@ class Query:
         if not 0 <= max_credibility <= 1:
             raise UserError('max_credibility must be a number from 0 to 1, got {!r}'.format(
                 params.get('max_credibility')), 'max_credibility')
+        search = params.get('search', '')
+        if len(search) > MAX_SEARCH:
+            raise UserError('search has {} characters, more than {}; search for less'.format(
+                len(search), MAX_SEARCH), 'search')
         return cls(integer('page', 1, 10 ** 9, 1), integer('per_page', 1, MAX_PER_PAGE, 25),
                    choice('sort', SORT_COLUMNS, 'index'),
                    choice('order', ('asc', 'desc'), 'asc') == 'desc',
                    choice('wrong', WRONG_FILTERS, ''), max_credibility,
-                   choice('label', [''] + list(label_names), ''))
+                   choice('label', [''] + list(label_names), ''), search)
 
 
 class SplitTable:
@@ -118,6 +126,10 @@ class SplitTable:
             keep &= self.credibility <= query.max_credibility
         if query.label:
             keep &= self.gold == self.label_names.index(query.label)
+        if query.search:
+            wanted = query.search.lower()
+            keep &= np.fromiter((wanted in text for text in self.lowered_texts), bool,
+                                len(self.gold))
         rows = np.flatnonzero(keep)
         key = self._sort_key(query.sort)[rows]
         # A stable sort keeps index order among ties, in both directions.
@@ -129,7 +141,11 @@ class SplitTable:
             return self.credibility
         if column == 'text':
             return self.text_rank
+        if column == 'dknn_prediction' and self.dknn_prediction is not None:
+            return self.dknn_prediction
         return {'index': np.arange(len(self.gold)), 'gold': self.gold,
+                'softmax_prediction': self.softmax_prediction,
+                'dknn_prediction': self.softmax_prediction,
                 'softmax_probability': self.softmax_probability,
                 'credibility': self.softmax_probability}[column]
 
@@ -137,6 +153,16 @@ class SplitTable:
     def text_rank(self):
         """(N,) each text's rank in alphabetical order (ties share one), computed once."""
         return np.unique(self.texts, return_inverse=True)[1].astype(np.int64)
+
+    @functools.cached_property
+    def lowered_texts(self):
+        """The texts in lower case, for the free-text search, computed once."""
+        return [text.lower() for text in self.texts]
+
+    def csv(self, query):
+        """Every row that passes the query's filters, in its order, as CSV text
+        (selection.csv_text: quoted, formulas neutralised)."""
+        return selection.csv_text([self.row(int(i)) for i in self.matching(query)])
 
     def page(self, query):
         """One page of rows: {'split', 'n_total', 'n_matching', 'page', 'n_pages', 'rows'}."""

@@ -504,3 +504,39 @@ def test_the_editors_diff_is_that_of_two_predict_calls(session, client):
     assert [w['before'] for w in kept] == [w['importance'] for w in before['maps'][0]['words']]
     assert client.post('/api/edit', json={'original': original}).json()['error'].startswith(
         'request: send a JSON object')
+
+
+def test_search_and_prediction_sorts_select_what_a_direct_computation_selects(session, client):
+    table = session.table('test')
+    answer = client.get('/api/dataset', params={'split': 'test', 'search': 'GREAT',
+                                                'per_page': 200}).json()
+    assert [r['index'] for r in answer['rows']] == [
+        i for i, text in enumerate(table.texts) if 'great' in text.lower()]
+    assert 0 < answer['n_matching'] < 60
+    for column, values in (('softmax_prediction', table.softmax_prediction),
+                           ('dknn_prediction', table.dknn_prediction)):
+        answer = client.get('/api/dataset', params={'split': 'test', 'sort': column,
+                                                    'order': 'desc', 'per_page': 200}).json()
+        assert [r['index'] for r in answer['rows']] == list(np.argsort(-values, kind='stable'))
+    too_long = client.get('/api/dataset', params={'split': 'test', 'search': 'x' * 201})
+    assert too_long.status_code == 400 and too_long.json()['error'].startswith('search has 201')
+
+
+def test_the_selection_downloads_as_csv_with_formulas_neutralised(session, client):
+    response = client.get('/api/dataset.csv', params={'split': 'test', 'wrong': 'either',
+                                                      'sort': 'credibility', 'page': '2'})
+    assert response.status_code == 200 and response.headers['content-type'].startswith('text/csv')
+    assert 'test_selection.csv' in response.headers['content-disposition']
+    rows = list(csv.DictReader(response.text.splitlines()))
+    table = session.table('test')
+    expected = table.matching(explorer.queries.Query(wrong='either', sort='credibility'))
+    assert [int(r['index']) for r in rows] == list(expected)        # every page, in order
+    assert [float(r['credibility']) for r in rows] == pytest.approx(
+        table.credibility[expected], abs=1e-6)
+    assert [r['text'] for r in rows] == [table.texts[i] for i in expected]
+    evil = {'index': 0, 'text': '=HYPERLINK("http://x")', 'gold': '+1', 'softmax_prediction': '@a',
+            'softmax_probability': 0.5, 'dknn_prediction': None, 'credibility': None}
+    text = explorer_app.queries.selection.csv_text([evil, dict(evil, text='-2+3', gold='ok')])
+    assert text.splitlines()[1] == ('"0","\'=HYPERLINK(""http://x"")","\'+1","\'@a",'
+                                    '"0.500000","",""')
+    assert list(csv.reader(text.splitlines()))[2][1:3] == ["'-2+3", 'ok']

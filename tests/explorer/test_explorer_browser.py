@@ -139,6 +139,30 @@ def views(driver, base, sentence, folder=None):
                                     and d.find_elements(By.ID, 'dataset-count'))
     seen['wrong_only'] = driver.find_element(By.ID, 'dataset-count').text
     seen['wrong_rows'] = len(driver.find_elements(By.CSS_SELECTOR, '#dataset-table tr.row'))
+    driver.find_element(By.ID, 'slice-name').send_keys('wrong ones')
+    driver.find_element(By.ID, 'save-slice').click()
+    Select(wait_for(driver, '#filter-per_page')).select_by_value('10')
+    WebDriverWait(driver, 30).until(lambda d: 'per_page=10' in d.current_url
+                                    and d.find_elements(By.ID, 'dataset-count'))
+    seen['per_page'] = len(driver.find_elements(By.CSS_SELECTOR, '#dataset-table tr.row'))
+    search = driver.find_element(By.ID, 'filter-search')
+    search.send_keys('great')
+    driver.find_element(By.ID, 'search-button').click()
+    WebDriverWait(driver, 30).until(lambda d: 'search=great' in d.current_url
+                                    and d.find_elements(By.ID, 'dataset-count'))
+    seen['searched'] = [e.text for e in driver.find_elements(
+        By.CSS_SELECTOR, '#dataset-table a.example-link')]
+    seen['csv_link'] = driver.find_element(By.ID, 'download-csv').get_attribute('href')
+    driver.get(base + '#/dataset?split=nosuch')
+    seen['bad_split'] = wait_for(driver, '#error').text
+    seen['controls_kept'] = len(driver.find_elements(By.ID, 'filter-wrong'))
+    driver.refresh()
+    slice_link = wait_for(driver, '#slices a.slice')
+    seen['slice'] = slice_link.text
+    slice_link.click()
+    WebDriverWait(driver, 30).until(lambda d: 'wrong=either' in d.current_url
+                                    and d.find_elements(By.ID, 'dataset-count'))
+    seen['slice_count'] = driver.find_element(By.ID, 'dataset-count').text
     if folder:
         driver.get(base + '#/dataset?split=test&sort=credibility&order=asc')
         wait_for(driver, '#dataset-table tr.row')
@@ -146,6 +170,10 @@ def views(driver, base, sentence, folder=None):
     driver.get(base + '#/training?split=test')
     wait_for(driver, '#most-retrieved li', 120)
     seen['most_retrieved'] = len(driver.find_elements(By.CSS_SELECTOR, '#most-retrieved > ol > li'))
+    Select(driver.find_element(By.ID, 'training-split')).select_by_value('dev')
+    WebDriverWait(driver, 60).until(lambda d: 'split=dev' in d.current_url
+                                    and d.find_elements(By.CSS_SELECTOR, '#most-retrieved li'))
+    seen['training_split'] = driver.find_element(By.CSS_SELECTOR, '#most-retrieved p').text
     if folder:
         driver.save_screenshot(os.path.join(folder, 'explorer_training.png'))
     driver.get(base + '#/metrics?split=test')
@@ -211,6 +239,15 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert seen['wrong_only'].startswith('{} of 60 examples match'.format(n_wrong))
     assert seen['wrong_rows'] == min(n_wrong, 25)
     assert seen['most_retrieved'] == 25
+    assert seen['training_split'].startswith('Each dev example')
+    assert seen['per_page'] == min(n_wrong, 10)
+    table = session.table('test')
+    assert seen['searched'] == [table.texts[i] for i in table.matching(
+        explorer.queries.Query(wrong='either', search='great'))][:10]
+    assert 'api/dataset.csv?' in seen['csv_link'] and 'search=great' in seen['csv_link']
+    assert seen['bad_split'].startswith('split must be one of') and seen['controls_kept'] == 1
+    assert seen['slice'] == 'wrong ones'
+    assert seen['slice_count'] == seen['wrong_only']
     report = run_dknn.evaluate_model(run_dknn.parse_args(
         ['--model-setup', run, '--k', str(K), '--split', 'test']))[0]
     assert seen['accuracy'] == {'softmax': '{:.4f}'.format(report['softmax_accuracy']),
@@ -242,7 +279,10 @@ QUERIES = [{}, {'sort': 'credibility'}, {'sort': 'credibility', 'order': 'desc'}
            {'sort': 'text'}, {'sort': 'gold', 'order': 'desc', 'per_page': '7', 'page': '2'},
            {'wrong': 'softmax', 'per_page': '5', 'page': '2'},
            {'max_credibility': '0.5', 'sort': 'credibility', 'order': 'desc'},
-           {'label': 'LABEL1', 'sort': 'text', 'order': 'desc'}, {'wrong': 'dknn', 'page': '9'}]
+           {'label': 'LABEL1', 'sort': 'text', 'order': 'desc'}, {'wrong': 'dknn', 'page': '9'},
+           {'search': 'GREAT', 'sort': 'credibility'}, {'search': 'the m', 'per_page': '3'},
+           {'sort': 'softmax_prediction', 'order': 'desc'}, {'sort': 'dknn_prediction'},
+           {'sort': 'dknn_prediction', 'order': 'desc', 'wrong': 'either'}]
 
 
 def test_the_static_export_pages_rows_as_the_server_does(run, tmp_path):
@@ -266,6 +306,9 @@ def test_the_static_export_pages_rows_as_the_server_does(run, tmp_path):
             'const p = pageOf(STATIC.rows.test, arguments[0], "test");'
             'return [p.rows.map((r) => r.index), p.n_matching, p.page, p.n_pages];', query)
             for query in queries]
+        csv_from_js = [driver.execute_script(
+            'return csvText(selectionOf(STATIC.rows.test, arguments[0]));', query)
+            for query in queries]
     finally:
         driver.quit()
     from_python = []
@@ -274,6 +317,8 @@ def test_the_static_export_pages_rows_as_the_server_does(run, tmp_path):
         from_python.append([[row['index'] for row in page['rows']], page['n_matching'],
                             page['page'], page['n_pages']])
     assert from_js == from_python
+    assert csv_from_js == [table.csv(explorer.queries.Query.from_params(query, labels))
+                           for query in queries]
     assert len({str(ids) for ids, *_ in from_python}) > 5    # the queries differ
 
 

@@ -75,32 +75,6 @@ const staticApi = {
 };
 const api = STATIC ? staticApi : serverApi;
 
-// The server's filters and sort (deepknn/explorer/queries.py) over the exported rows.
-function pageOf(rows, params, split) {
-  const wrongs = {
-    '': () => true,
-    softmax: (r) => r.softmax_prediction !== r.gold,
-    dknn: (r) => (r.dknn_prediction || r.softmax_prediction) !== r.gold,
-    either: (r) => r.softmax_prediction !== r.gold
-      || (r.dknn_prediction || r.softmax_prediction) !== r.gold,
-  };
-  const maxCred = Number(params.max_credibility || 1);
-  let found = rows.filter((r) => wrongs[params.wrong || ''](r)
-    && (r.credibility === null || maxCred >= 1 || r.credibility <= maxCred)
-    && (!params.label || r.gold === params.label));
-  const key = params.sort || 'index';
-  const value = (r) => (key === 'credibility' && r.credibility === null
-    ? r.softmax_probability : r[key]);
-  const sign = params.order === 'desc' ? -1 : 1;
-  found = found.map((r, i) => [r, i]).sort(([a, i], [b, j]) =>
-    (value(a) < value(b) ? -sign : value(a) > value(b) ? sign : i - j)).map(([r]) => r);
-  const perPage = Number(params.per_page || 25);
-  const nPages = Math.max(1, Math.ceil(found.length / perPage));
-  const page = Math.min(Number(params.page || 1), nPages);
-  return {split, n_total: rows.length, n_matching: found.length, page, n_pages: nPages,
-          per_page: perPage, rows: found.slice((page - 1) * perPage, page * perPage)};
-}
-
 // While the server evaluates a split, `line` says how far it is (every half second).
 const pollProgress = (split, line) => setInterval(() => request('api/progress?'
   + new URLSearchParams({split})).then((p) => {
@@ -297,62 +271,6 @@ function reductionSteps(answer) {
       el('td', {}, fmt(step.score)))));
 }
 
-// ------------------------------------------------------------------ dataset view
-const DATASET_DEFAULTS = {split: 'test', page: '1', per_page: '25', sort: 'index',
-                          order: 'asc', wrong: '', max_credibility: '1', label: ''};
-
-async function datasetView(given) {
-  const params = Object.assign({}, DATASET_DEFAULTS, given);
-  if (STATIC && !given.split) params.split = Object.keys(STATIC.rows)[0];
-  const view = main();
-  const busy = el('p', {class: 'busy', id: 'progress'}, 'loading ' + params.split + '…');
-  view.replaceChildren(busy);
-  const polling = STATIC ? null : pollProgress(params.split, busy);
-  let page;
-  try { page = await api.dataset(params); } catch (problem) { return showError(problem.message); }
-  finally { clearInterval(polling); }
-  const change = (update) => go('#/dataset?' + new URLSearchParams(
-    Object.assign({}, params, {page: '1'}, update)));
-  const select = (name, options) => el('select', {id: 'filter-' + name, onchange: (e) =>
-    change({[name]: e.target.value})}, options.map(([value, label]) =>
-    el('option', {value, selected: params[name] === value}, label)));
-  const splits = STATIC ? Object.keys(STATIC.rows) : Object.keys(INFO.splits);
-  const controls = el('form', {class: 'controls', onsubmit: (e) => e.preventDefault()},
-    'split ', select('split', splits.map((s) => [s, s])),
-    ' show ', select('wrong', [['', 'all'], ['softmax', 'softmax wrong'],
-                               ['dknn', 'DkNN wrong'], ['either', 'either wrong']]),
-    ' gold ', select('label', [['', 'any']].concat(INFO.labels.map((l) => [l, l]))),
-    ' credibility ≤ ', el('input', {id: 'filter-credibility', type: 'number', min: 0, max: 1,
-      step: 0.05, value: params.max_credibility,
-      onchange: (e) => change({max_credibility: e.target.value})}));
-  const header = (column, label) => el('th', {}, el('a', {href: '#', class: 'sort',
-    onclick: (e) => { e.preventDefault(); change({sort: column, order:
-      params.sort === column && params.order === 'asc' ? 'desc' : 'asc'}); }},
-    label + (params.sort === column ? (params.order === 'asc' ? ' ▲' : ' ▼') : '')));
-  const table = el('table', {class: 'dataset', id: 'dataset-table'},
-    el('tr', {}, header('index', '#'), header('text', 'text'), header('gold', 'gold'),
-       el('th', {}, 'softmax'), header('softmax_probability', 'probability'),
-       el('th', {}, 'DkNN'), header('credibility', 'credibility')),
-    page.rows.map((row) => el('tr', {class: 'row'},
-      el('td', {}, String(row.index)),
-      el('td', {}, exampleLink(page.split, row.index, bdi(row.text))),
-      el('td', {}, bdi(row.gold)),
-      el('td', {class: row.softmax_prediction === row.gold ? '' : 'wrong'},
-         bdi(row.softmax_prediction)),
-      el('td', {}, fmt(row.softmax_probability)),
-      el('td', {class: row.dknn_prediction === null || row.dknn_prediction === row.gold
-        ? '' : 'wrong'}, bdi(row.dknn_prediction || '—')),
-      el('td', {}, fmt(row.credibility)))));
-  const turn = (page_, label, id) => el('button', {id, disabled: page_ < 1
-    || page_ > page.n_pages, onclick: () => go('#/dataset?' + new URLSearchParams(
-      Object.assign({}, params, {page: String(page_)})))}, label);
-  view.replaceChildren(el('h2', {}, 'Dataset: ', bdi(page.split)), controls,
-    el('p', {id: 'dataset-count'}, page.n_matching + ' of ' + page.n_total
-       + ' examples match; page ' + page.page + ' of ' + page.n_pages),
-    table, el('p', {}, turn(page.page - 1, '← previous', 'previous-page'), ' ',
-              turn(page.page + 1, 'next →', 'next-page')));
-}
-
 // ------------------------------------------------------------------ training-set view
 function trainingList(title, id, note, items) {
   return el('section', {id}, el('h2', {}, title), el('p', {class: 'note'}, note),
@@ -369,9 +287,16 @@ function trainingList(title, id, note, items) {
 
 async function trainingView(params) {
   const split = params.split || 'test';
-  main().replaceChildren(el('p', {class: 'busy'}, 'computing retrievals…'));
+  const splits = Object.keys(INFO.splits).filter((s) => INFO.splits[s] > 0);
+  const busy = el('p', {class: 'busy', id: 'progress'}, 'computing retrievals…');
+  main().replaceChildren(el('form', {class: 'controls', onsubmit: (e) => e.preventDefault()},
+    'retrievals of the split ', el('select', {id: 'training-split', onchange: (e) =>
+      go('#/training?' + new URLSearchParams({split: e.target.value}))},
+    splits.map((s) => el('option', {value: s, selected: s === split}, s)))), busy);
+  const polling = STATIC ? null : pollProgress(split, busy);
   let view;
   try { view = await api.training(split); } catch (problem) { return showError(problem.message); }
+  finally { clearInterval(polling); }
   const sections = [trainingList('Most retrieved training examples', 'most-retrieved',
     'Each ' + split + ' example\'s ' + view.k + ' nearest training examples in the last '
     + 'hidden layer (Rajani et al. 2020); under each, the ' + split + ' examples that retrieved '
@@ -386,7 +311,7 @@ async function trainingView(params) {
   sections.push(trainingList('Candidate mislabeled: cleanlab (' + view.cleanlab.n_candidates
     + ')', 'cleanlab', 'cleanlab\'s confident learning on the vote of each training '
     + 'example\'s 10 nearest others, most suspicious first.', view.cleanlab.items));
-  main().replaceChildren(...sections);
+  busy.replaceWith(...sections);
 }
 
 // ------------------------------------------------------------------ start
