@@ -12,6 +12,8 @@
                                 wrong, max_credibility, label
     GET  /api/dataset.csv       every row of the same query (no paging) as CSV, to download
     GET  /api/training          the training-set view over a split's retrievals: split
+    GET  /api/embedding         the embedding view of a DkNN layer: layer
+    POST /api/embed             one input's place in it: the predict request and "layer"
     GET  /api/metrics           the metrics panel of a split: split
     GET  /api/progress          {done, total} blocks of a split being evaluated (split),
                                 or null; answered without waiting for the session's lock
@@ -135,6 +137,15 @@ def make_app(session, allowed_hosts=None):
         session.check_current()
         return JSONResponse(session.training(request.query_params.get('split', 'test')))
 
+    def layer_embedding(request):
+        session.check_current()
+        return JSONResponse(session.embedding(request.query_params.get('layer', '')))
+
+    async def embed(request):
+        body = await read_json_body(request)
+        session.check_current()
+        return await run_locked(lambda: session.embed_query(body, body.get('layer')))
+
     def split_metrics(request):
         session.check_current()
         return JSONResponse(metrics.split_metrics(session.table(
@@ -153,6 +164,8 @@ def make_app(session, allowed_hosts=None):
               Route('/api/dataset', dataset), Route('/api/dataset.csv', dataset_csv),
               Route('/api/training', training),
               Route('/api/progress', progress), Route('/api/metrics', split_metrics),
+              Route('/api/embedding', layer_embedding),
+              Route('/api/embed', embed, methods=['POST']),
               Mount('/static', StaticFiles(directory=STATIC), name='static')]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] \
         if allowed_hosts else []

@@ -28,6 +28,7 @@ from deepknn.neighbors import dknn_settings
 from deepknn.models import model_setup
 from deepknn.interpret import saliency
 from deepknn.explorer import editor
+from deepknn.explorer import embedding
 from deepknn.explorer import queries
 from deepknn.explorer import split_cache
 from deepknn.feng import input_reduction
@@ -95,6 +96,7 @@ class ExplorerSession:
         self.tables = {}            # name -> its SplitTable, evaluated on first request
         self.training_views = {}    # shown split -> queries.training_view
         self.progress = {}          # name -> {'done', 'total'} blocks of a split being evaluated
+        self.projections = {}       # DkNN layer -> embedding.layer_projection
 
     @classmethod
     def open(cls, model_setup_path, settings, purpose='explorer'):
@@ -129,6 +131,8 @@ class ExplorerSession:
                 'dataset': config.dataset, 'model_type': config.model, 'pair': config.pair,
                 'labels': list(self.setup.label_names), 'methods': list(self.methods),
                 'k': self.settings.dknn.k if self.dknn else None,
+                'layers': [layer_name(i, self.dknn.n_layers) for i in range(self.dknn.n_layers)]
+                if self.dknn else [],
                 'backend': self.settings.dknn.backend if self.dknn else None,
                 'temperature': self.temperature, 'has_dknn': self.dknn is not None,
                 'splits': {name: len(examples) for name, examples in self.examples.items()},
@@ -300,6 +304,38 @@ class ExplorerSession:
         before = self.predict(original, all_layers)
         after = self.predict(edited, all_layers)
         return {'before': before, 'after': after, 'diff': editor.diff(before, after)}
+
+    # ------------------------------------------------------------ embedding view
+    def embedding(self, layer):
+        """embedding.points of DkNN layer `layer` (the training split evaluated first)."""
+        train = self.table('train')
+        projection, layer = self._projection(layer)
+        return embedding.points(projection, train, layer, layer_name(layer, self.dknn.n_layers))
+
+    def _projection(self, layer):
+        """(embedding.layer_projection, layer number) of a requested layer, kept."""
+        if self.dknn is None:
+            raise UserError('the embedding view needs a DkNN: re-train with `n_calib` > 0',
+                            'layer')
+        layer = embedding.check_layer(layer, self.dknn.n_layers)
+        with self.lock:
+            if layer not in self.projections:
+                self.projections[layer] = embedding.layer_projection(
+                    self.setup, self.settings.dknn, self.cache_key, layer)
+        return self.projections[layer], layer
+
+    def embed_query(self, request, layer):
+        """{'point': [x, y], 'neighbors': [training indices]} of one input in layer `layer`."""
+        projection, layer = self._projection(layer)
+        tokens, _, _ = self.resolve_input(request)
+        with self.lock:
+            ids = self.setup.encode([(tokens, None)])[0][0]
+            layers = dknn_lib.checked_activations(
+                self.setup.model.layer_activations([ids], 1), 'input')
+            result = self.dknn.predict_from_activations(layers)
+        nearest = result['neighbors'][0, layer][:self.settings.n_neighbors]
+        return {'point': embedding.query_point(layers, projection, layer),
+                'neighbors': [int(i) for i in nearest if i >= 0]}
 
     # ------------------------------------------------------------ input reduction
     def reduce(self, request, importance='gradient'):

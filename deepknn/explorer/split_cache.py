@@ -63,11 +63,11 @@ def run_key(setup, settings, has_dknn):
         'batchsize': settings.batchsize}, sort_keys=True, default=str)
 
 
-def cache_path(result_dir, name, key):
-    """<result_dir>/explorer_split_<name>_<16 hex digits of the key>.npz."""
+def cache_path(result_dir, name, key, kind='split'):
+    """<result_dir>/explorer_<kind>_<name>_<16 hex digits of the key>.npz."""
     safe = re.sub(r'[^A-Za-z0-9_-]', '_', name)[:40]
     digest = hashlib.sha256(key.encode('utf-8')).hexdigest()[:16]
-    return os.path.join(result_dir, 'explorer_split_{}_{}.npz'.format(safe, digest))
+    return os.path.join(result_dir, 'explorer_{}_{}_{}.npz'.format(kind, safe, digest))
 
 
 def split_key(base_key, name, examples):

@@ -540,3 +540,41 @@ def test_the_selection_downloads_as_csv_with_formulas_neutralised(session, clien
     assert text.splitlines()[1] == ('"0","\'=HYPERLINK(""http://x"")","\'+1","\'@a",'
                                     '"0.500000","",""')
     assert list(csv.reader(text.splitlines()))[2][1:3] == ["'-2+3", 'ok']
+
+
+def test_the_embedding_is_sklearns_pca_and_places_a_query_by_it(session, client, run,
+                                                                 monkeypatch):
+    from sklearn.decomposition import PCA
+    layer = 2
+    points = client.get('/api/embedding', params={'layer': str(layer)}).json()
+    train = session.setup.model.layer_activations([x for x, _ in session.setup.train])[layer]
+    expected = PCA(n_components=2).fit_transform(train.astype(np.float64))
+    found = np.array([points['x'], points['y']]).T
+    signs = np.sign((found * expected).sum(axis=0))     # each axis up to its sign
+    assert found == pytest.approx(expected * signs, abs=2e-4)
+    assert points['n'] == len(session.setup.train) and points['name'] == 'layer 3 of 4'
+    assert points['gold'] == [y for _, y in session.setup.splits.train]
+    assert points['prediction'] == session.table('train').dknn_prediction.tolist()
+    answer = client.post('/api/embed', json={'text': 'the movie was great', 'layer': layer}).json()
+    query = session.setup.model.layer_activations([session.setup.encode(
+        [(['the', 'movie', 'was', 'great'], None)])[0][0]])[layer]
+    pca = PCA(n_components=2).fit(train.astype(np.float64))
+    assert answer['point'] == pytest.approx((pca.transform(query)[0] * signs).tolist(), abs=2e-4)
+    view = session.predict({'text': 'the movie was great'}, all_layers=True)
+    assert answer['neighbors'] == [i['index'] for i in view['neighbors'][layer]['items']]
+    monkeypatch.setattr(explorer.embedding, 'fit_projection',
+                        lambda *a: pytest.fail('fitted again'))
+    again = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
+    assert again.embedding(layer)['x'] == points['x']            # read from the run folder
+    bad = client.get('/api/embedding', params={'layer': '9'})
+    assert bad.status_code == 400 and bad.json()['error'].startswith('layer must be an integer')
+
+
+def test_the_pca_is_fitted_on_a_seeded_sample_and_projects_every_row():
+    rng = np.random.RandomState(0)
+    vectors = rng.normal(size=(500, 6)) * [5, 3, 1, 1, 1, 1]
+    mean, components = explorer.embedding.fit_projection(vectors, sample=200)
+    again = explorer.embedding.fit_projection(vectors, sample=200)
+    assert np.array_equal(mean, again[0]) and np.array_equal(components, again[1])
+    assert explorer.embedding.project(vectors, mean, components).shape == (500, 2)
+    assert abs(components[0][0]) > 0.9 and abs(components[1][1]) > 0.9   # the wide axes

@@ -183,7 +183,31 @@ def views(driver, base, sentence, folder=None):
     seen['reliability'] = len(driver.find_elements(By.CSS_SELECTOR, 'canvas.reliability'))
     if folder:
         driver.save_screenshot(os.path.join(folder, 'explorer_metrics.png'))
+    seen['embedding'] = place_in_embedding(driver, base, sentence)
+    if folder:
+        driver.save_screenshot(os.path.join(folder, 'explorer_embedding.png'))
     return seen
+
+
+GOLD_PIXELS = ('const c = document.getElementById("embedding-canvas");'
+               'const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;'
+               'let gold = 0, drawn = 0;'
+               'for (let i = 0; i < d.length; i += 4) { if (d[i + 3]) drawn++;'
+               '  if (d[i] === 255 && d[i + 1] === 215 && d[i + 2] === 0) gold++; }'
+               'return [drawn, gold];')
+
+
+def place_in_embedding(driver, base, sentence):
+    """The embedding view's count line and (drawn, gold) pixels after placing `sentence`."""
+    driver.get(base + '#/embedding')
+    wait_for(driver, '#embedding-canvas', 120)
+    box = driver.find_element(By.ID, 'embedding-text')
+    box.send_keys(sentence)
+    driver.find_element(By.ID, 'embed-button').click()
+    WebDriverWait(driver, 60).until(lambda d: 'gold disc' in d.find_element(
+        By.ID, 'embedding-count').text)
+    return driver.find_element(By.ID, 'embedding-count').text, \
+        driver.execute_script(GOLD_PIXELS)
 
 
 @pytest.fixture(scope='module')
@@ -221,6 +245,9 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
         driver.get('file://' + os.path.join(export, 'index.html') + '#/metrics')
         exported_accuracy = wait_for(driver, '#accuracy-softmax').text
         exported_canvases = len(driver.find_elements(By.CSS_SELECTOR, 'canvas.reliability'))
+        driver.get('file://' + os.path.join(export, 'index.html') + '#/embedding?example=1')
+        exported_embedding = wait_for(driver, '#embedding-canvas') and driver.find_element(
+            By.ID, 'embedding-count').text, driver.execute_script(GOLD_PIXELS)
     finally:
         driver.quit()
     assert seen['softmax'] == expected['softmax']['prediction']
@@ -271,6 +298,12 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert exported_accuracy == '{:.4f}'.format(float(np.mean(
         first_three.softmax_prediction[:3] == first_three.gold[:3])))
     assert exported_canvases == 2
+    n_train = len(session.setup.train)
+    count, (drawn, gold) = seen['embedding']
+    assert count.startswith('{} training examples, layer 3 of 4'.format(n_train))
+    assert '{} nearest training examples'.format(K) in count and drawn > n_train and gold > 50
+    count, (drawn, gold) = exported_embedding
+    assert count.startswith('{} training examples'.format(n_train)) and gold > 50
 
 
 # Dataset-view queries: several filters, sorts and pages, as the URL carries them.

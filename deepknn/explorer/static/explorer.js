@@ -52,6 +52,8 @@ const serverApi = {
   dataset: (params) => request('api/dataset?' + new URLSearchParams(params)),
   training: (split) => request('api/training?' + new URLSearchParams({split})),
   metrics: (split) => request('api/metrics?' + new URLSearchParams({split})),
+  embedding: (layer) => request('api/embedding?' + new URLSearchParams({layer})),
+  embed: (body) => request('api/embed', body),
 };
 
 // The static export holds a few examples with every answer precomputed.
@@ -67,6 +69,11 @@ const staticApi = {
   edit: async () => { throw new Error('an edited text needs the running explore.py'); },
   dataset: async (params) => pageOf(STATIC.rows[params.split] || [], params, params.split),
   training: async () => { throw new Error('the training-set view needs the running explore.py'); },
+  embedding: async () => {
+    if (!STATIC.embedding) throw new Error('this export has no embedding (its run has no DkNN)');
+    return STATIC.embedding.points;
+  },
+  embed: async () => { throw new Error('placing typed text needs the running explore.py'); },
   metrics: async (split) => {
     if (!(STATIC.metrics || {})[split]) throw new Error('this export holds the metrics of '
       + Object.keys(STATIC.metrics || {}).join(', ') + ' only');
@@ -94,6 +101,7 @@ function route() {
   if (parts[0] === 'dataset') return datasetView(params);
   if (parts[0] === 'training') return trainingView(params);
   if (parts[0] === 'metrics') return metricsView(params);
+  if (parts[0] === 'embedding') return embeddingView(params);
   return inputView(params.text !== undefined || params.hypothesis !== undefined ? params : null);
 }
 
