@@ -3,8 +3,8 @@ filtered and paged on the server.
 
 A `SplitTable` keeps per example of a split the text, gold label, softmax and DkNN
 predictions, credibility, and the activations of the layer Rajani et al.'s kNN
-searches (the last hidden one), from split_cache (on disk, or evaluated once). `SplitTable.page` answers a query in milliseconds
-(numpy over the kept columns). `training_view` gives the most retrieved training
+searches (the last hidden one), from split_cache (on disk, or evaluated once).
+`SplitTable.page` answers a query in milliseconds (numpy over the kept columns). `training_view` gives the most retrieved training
 examples (Rajani et al.'s retrieval counts, k=16) and the candidate mislabeled ones
 (the paper's kNN rule on dev; cleanlab's confident learning on kNN votes), each with
 the examples that retrieved it.

@@ -20,13 +20,13 @@ import os
 import threading
 from typing import Optional
 
-import numpy as np
 
 from deepknn.evaluation import calibration
 from deepknn.neighbors import dknn as dknn_lib
 from deepknn.neighbors import dknn_settings
 from deepknn.models import model_setup
 from deepknn.interpret import saliency
+from deepknn.explorer import answers
 from deepknn.explorer import editor
 from deepknn.explorer import embedding
 from deepknn.explorer import queries
@@ -131,13 +131,13 @@ class ExplorerSession:
                 'dataset': config.dataset, 'model_type': config.model, 'pair': config.pair,
                 'labels': list(self.setup.label_names), 'methods': list(self.methods),
                 'k': self.settings.dknn.k if self.dknn else None,
-                'layers': [layer_name(i, self.dknn.n_layers) for i in range(self.dknn.n_layers)]
-                if self.dknn else [],
+                'layers': [answers.layer_name(i, self.dknn.n_layers)
+                           for i in range(self.dknn.n_layers)] if self.dknn else [],
                 'backend': self.settings.dknn.backend if self.dknn else None,
                 'temperature': self.temperature, 'has_dknn': self.dknn is not None,
                 'splits': {name: len(examples) for name, examples in self.examples.items()},
                 'max_characters': self.settings.max_characters,
-                'legend': legend(config.pair),
+                'legend': answers.legend(config.pair),
                 'normalization': '{} ({})'.format(
                     DEFAULT_NORMALIZATION, NORMALIZATIONS[DEFAULT_NORMALIZATION])}
 
@@ -246,15 +246,16 @@ class ExplorerSession:
                                           self.dknn, progress=False) if self.methods else {}
         names = self.setup.label_names
         answer = {'input': self.describe_input(tokens, gold, source),
-                  'softmax': probabilities(calibration.softmax(layers[-1])[0], names),
+                  'softmax': answers.probabilities(calibration.softmax(layers[-1])[0], names),
                   'calibrated': None, 'dknn': None,
-                  'maps': map_views(maps, self.setup, names), 'neighbors': []}
+                  'maps': answers.map_views(maps, self.setup, names), 'neighbors': []}
         if self.temperature is not None:
-            answer['calibrated'] = dict(probabilities(
+            answer['calibrated'] = dict(answers.probabilities(
                 calibration.softmax(layers[-1], self.temperature)[0], names),
                 temperature=self.temperature)
         if result is not None:
-            answer['dknn'] = dict(probabilities(result['p_values'][0], names, 'p_values'),
+            answer['dknn'] = dict(answers.probabilities(result['p_values'][0], names,
+                                                        'p_values'),
                                   prediction=names[int(result['prediction'][0])],
                                   credibility=float(result['credibility'][0]),
                                   confidence=float(result['confidence'][0]),
@@ -274,6 +275,9 @@ class ExplorerSession:
                 'premise': None if premise is None else
                 saliency_report.display_tokens(premise, vocab),
                 'unknown': [t for part in (premise or [], words) for t in part if t not in vocab],
+                'pieces': answers.word_pieces(self.setup.model, words),
+                'premise_pieces': None if premise is None else
+                answers.word_pieces(self.setup.model, premise),
                 'gold': None if gold is None else self.setup.label_names[gold],
                 'source': source}
 
@@ -295,7 +299,8 @@ class ExplorerSession:
                 items.append({'index': int(index), 'label': self.setup.label_names[label],
                               'text': saliency_report.example_text(tokens, self.setup.vocab),
                               'distance': float(distance), 'agrees': int(label) == prediction})
-            views.append({'layer': layer, 'name': layer_name(layer, n_layers), 'items': items})
+            views.append({'layer': layer, 'name': answers.layer_name(layer, n_layers),
+                          'items': items})
         return views
 
     def edit(self, original, edited, all_layers=False):
@@ -310,7 +315,8 @@ class ExplorerSession:
         """embedding.points of DkNN layer `layer` (the training split evaluated first)."""
         train = self.table('train')
         projection, layer = self._projection(layer)
-        return embedding.points(projection, train, layer, layer_name(layer, self.dknn.n_layers))
+        return embedding.points(projection, train, layer,
+                                answers.layer_name(layer, self.dknn.n_layers))
 
     def _projection(self, layer):
         """(embedding.layer_projection, layer number) of a requested layer, kept."""
@@ -368,42 +374,3 @@ class ExplorerSession:
                            'score': reduction.score_before}] +
                 [{'kept': [int(p) for p in kept], 'score': float(score)}
                  for kept, score in steps]}
-
-
-def layer_name(layer, n_layers):
-    return 'logits (last DkNN layer)' if layer == n_layers - 1 else \
-        'layer {} of {}'.format(layer + 1, n_layers)
-
-
-def probabilities(values, names, key='probabilities'):
-    """{'prediction': the argmax's name, key: [{'label', 'value'}]} of one (C,) vector."""
-    return {'prediction': names[int(np.argmax(values))],
-            key: [{'label': name, 'value': float(v)} for name, v in zip(names, values)]}
-
-
-def map_views(results, setup, names):
-    """{method: [Interpretation]} of one input -> a list of JSON maps, words with the
-    static pages' colours."""
-    if not results:
-        return []
-    view, = saliency_report.build_views(results, setup.vocab, names)
-    maps = []
-    for method_map, (method, (found,)) in zip(view.maps, results.items()):
-        words = []
-        for word, token, value in zip(method_map.words, found.tokens, method_map.importance):
-            r, g, b, alpha = saliency_report.word_colour(value, view.pair)
-            words.append({'word': word, 'unknown': token not in setup.vocab,
-                          'importance': None if np.isnan(value) else float(value),
-                          'colour': 'rgba({},{},{},{:.3f})'.format(r, g, b, alpha),
-                          'light_text': bool(alpha > 0.6)})
-        maps.append({'method': method, 'prediction': method_map.prediction,
-                     'score': float(method_map.score),
-                     'score_meaning': saliency.REGISTRY[method].score_meaning,
-                     'correct': method_map.correct, 'words': words})
-    return maps
-
-
-def legend(pair):
-    """The static pages' colour legend: [{'colour', 'name', 'meaning'}]."""
-    return [{'colour': 'rgb({},{},{})'.format(*rgb), 'name': name, 'meaning': meaning}
-            for rgb, name, meaning in saliency_report.legend_items(pair)]

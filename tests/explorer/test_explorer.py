@@ -59,6 +59,7 @@ def test_the_app_gives_what_predict_py_gives(run, client, tmp_path):
     expected, = read_csv(stem + '.csv')
     answer = client.post('/api/predict', json={'text': sentence}).json()
     assert answer['input']['text'] == expected['text'] == 'the movie was great <zzz>'
+    assert answer['input']['pieces'] is None          # whole words: nothing to show
     assert ' '.join(answer['input']['unknown']) == expected['unknown_words'] == 'zzz'
     assert answer['softmax']['prediction'] == expected['prediction'] == 'pos'
     top = max(v['value'] for v in answer['softmax']['probabilities'])
@@ -319,6 +320,14 @@ def test_a_pretrained_transformer_run_is_explored_like_a_cnn(tmp_path, data_file
         calibration.softmax(logits)[0].tolist(), abs=1e-6)
     assert len(answer['neighbors']) == len(session.setup.model.layer_activations([ids]))
     assert [m['method'] for m in answer['maps']] == list(METHODS)
+    word_pieces = session.setup.model.wordpieces
+    typed = client.post('/api/predict', json={'text': 'the movie was unbelievable'}).json()['input']
+    assert typed['words'] == ['the', 'movie', 'was', 'unbelievable']
+    assert typed['pieces'] == [[word_pieces.tokenizer.id_to_token(i)
+                                for i in word_pieces.tokenizer.encode(
+                                    word, add_special_tokens=False).ids] or ['[UNK]']
+                               for word in typed['words']]
+    assert typed['pieces'][-1] == ['un', '##believ', '##able']   # the split is shown
     steps = client.post('/api/reduce', json={'text': 'the movie was good'}).json()['steps']
     assert steps[0]['kept'] == [0, 1, 2, 3] and len(steps[-1]['kept']) >= 1
 

@@ -370,3 +370,26 @@ def test_screenshots_of_a_real_run():
     finally:
         driver.quit()
     assert seen['most_retrieved'] > 0
+
+
+def test_a_transformer_runs_word_pieces_are_shown(tmp_path, data_files):  # noqa: F811
+    from tests.models.test_transformer import write_tiny_checkpoint
+    checkpoint = write_tiny_checkpoint(tmp_path / 'bert')
+    out = tmp_path / 'custom_transformer'
+    train(out, data_files, '--model', 'transformer', '--pretrained', str(checkpoint),
+          '--epoch', '1', '--max-length', '32')
+    session = explorer.ExplorerSession.open(str(out / 'args.json'),
+                                            explorer.Settings(DkNNSettings(k=K)))
+    driver = chromium()
+    try:
+        with Server(session) as base:
+            type_and_predict(driver, base, 'the cat was unbelievable')
+            groups = [[p.text for p in group.find_elements(By.CSS_SELECTOR, 'span.piece')]
+                      for group in driver.find_elements(By.CSS_SELECTOR, '#word-pieces .pieces')]
+            split = [g.get_attribute('title') for g in driver.find_elements(
+                By.CSS_SELECTOR, '#word-pieces .pieces.split')]
+    finally:
+        driver.quit()
+    expected = session.predict({'text': 'the cat was unbelievable'})['input']['pieces']
+    assert groups == expected and groups[-1] == ['un', '##believ', '##able']
+    assert 'unbelievable' in split and 'cat' not in split

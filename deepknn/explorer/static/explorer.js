@@ -171,6 +171,16 @@ function probabilityList(values) {
                               fmt(v.value))).reduce((a, b) => [a, ' · ', b]);
 }
 
+// A transformer reads word pieces: each word's pieces, a word split in several outlined.
+function piecesLine(input) {
+  const groups = (words, pieces) => words.map((word, i) => [el('span', {
+    class: 'pieces' + (pieces[i].length > 1 ? ' split' : ''), title: word},
+  pieces[i].map((piece) => el('span', {class: 'piece'}, bdi(piece)))), ' ']);
+  return el('p', {id: 'word-pieces'}, 'Word pieces the model reads (a split word outlined): ',
+    input.premise_pieces ? [groups(input.premise, input.premise_pieces), ' ‖ '] : null,
+    groups(input.words, input.pieces));
+}
+
 function predictionPanel(answer) {
   const input = answer.input;
   const rows = [el('tr', {}, el('th', {}, 'softmax'),
@@ -201,6 +211,7 @@ function predictionPanel(answer) {
                 ', gold: ', el('b', {}, bdi(input.gold))) : null,
     input.premise ? el('p', {class: 'premise'}, 'Premise: ', bdi(input.premise.join(' '))) : null,
     el('p', {}, input.premise ? 'Hypothesis: ' : 'Input: ', bdi(input.words.join(' '))),
+    input.pieces ? piecesLine(input) : null,
     input.unknown.length ? el('p', {class: 'unknown', id: 'unknown-words'},
       'Not in the vocabulary (shown in angle brackets): ', bdi(input.unknown.join(' '))) : null,
     el('table', {class: 'predictions'}, rows));
