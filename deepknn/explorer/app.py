@@ -15,6 +15,10 @@
     GET  /api/embedding         the embedding view of a DkNN layer: layer
     POST /api/embed             one input's place in it: the predict request and "layer"
     GET  /api/metrics           the metrics panel of a split: split
+    POST /api/compare/predict   with a second run (explore.py --compare): the input view of
+                                one request in both runs, {"a", "b"}
+    GET  /api/compare/disagreements  the rows of a split the two runs predict differently:
+                                split, kind (softmax or dknn), page, per_page
     GET  /api/progress          {done, total} blocks of a split being evaluated (split),
                                 or null; answered without waiting for the session's lock
 
@@ -38,6 +42,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from deepknn.explorer import compare
 from deepknn.explorer import metrics
 from deepknn.explorer import queries
 from deepknn.explorer.session import StaleRun
@@ -90,16 +95,34 @@ def flag(body, name):
     return value
 
 
-def make_app(session, allowed_hosts=None):
+def make_app(session, allowed_hosts=None, other=None):
     """The ASGI app over an ExplorerSession. `allowed_hosts`: Host header values the
-    app answers (e.g. 127.0.0.1 and localhost, against DNS rebinding), None for any."""
+    app answers (e.g. 127.0.0.1 and localhost, against DNS rebinding), None for any.
+    `other`: a second ExplorerSession of the same dataset to compare with, or None."""
 
     async def page(request):
         return FileResponse(os.path.join(STATIC, 'index.html'), headers=PAGE_HEADERS)
 
     def info(request):
         session.check_current()
-        return JSONResponse(session.info())
+        return JSONResponse(dict(session.info(), compare=other.info() if other else None))
+
+    async def compare_predict(request):
+        body = await read_json_body(request)
+        for run in (session, other):
+            run.check_current()
+        all_layers = flag(body, 'all_layers')
+        return await run_locked(lambda: {'a': session.predict(body, all_layers),
+                                         'b': other.predict(body, all_layers)})
+
+    def compare_disagreements(request):
+        for run in (session, other):
+            run.check_current()
+        params = dict(request.query_params)
+        split = params.get('split', 'test')
+        first, second = session.table(split), other.table(split)
+        return JSONResponse(compare.disagreements(first, second, params.get('kind', 'softmax'),
+                                                  queries.Query.from_params(params, [])))
 
     async def predict(request):
         body = await read_json_body(request)
@@ -167,6 +190,9 @@ def make_app(session, allowed_hosts=None):
               Route('/api/embedding', layer_embedding),
               Route('/api/embed', embed, methods=['POST']),
               Mount('/static', StaticFiles(directory=STATIC), name='static')]
+    if other is not None:
+        routes += [Route('/api/compare/predict', compare_predict, methods=['POST']),
+                   Route('/api/compare/disagreements', compare_disagreements)]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] \
         if allowed_hosts else []
     return Starlette(routes=routes, middleware=middleware,

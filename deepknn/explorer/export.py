@@ -25,7 +25,7 @@ from deepknn.explorer import queries
 from nlp_utils import UserError
 
 STATIC_FILES = ('explorer.js', 'dataset.js', 'metrics.js', 'editor.js', 'embedding.js',
-                'explorer.css')
+                'compare.js', 'explorer.css')
 
 
 def check_export_folder(folder, overwrite):

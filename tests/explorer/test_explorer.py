@@ -587,3 +587,54 @@ def test_the_pca_is_fitted_on_a_seeded_sample_and_projects_every_row():
     assert np.array_equal(mean, again[0]) and np.array_equal(components, again[1])
     assert explorer.embedding.project(vectors, mean, components).shape == (500, 2)
     assert abs(components[0][0]) > 0.9 and abs(components[1][1]) > 0.9   # the wide axes
+
+
+@pytest.fixture(scope='module')
+def second_run(tmp_path_factory, data_files):  # noqa: F811
+    out = tmp_path_factory.mktemp('explorer') / 'custom_cnn_seed3'
+    train(out, data_files, '--seed', '3', '--unit', '12')
+    return str(out / 'args.json')
+
+
+def test_compare_gives_the_disagreements_of_the_two_runs_prediction_files(run, second_run,
+                                                                         session):
+    other = explorer.ExplorerSession.open(second_run, explorer.Settings(DkNNSettings(k=K)))
+    client = TestClient(explorer_app.make_app(session, other=other))
+    saved = []
+    for args in (run, second_run):
+        report_path = run_dknn.evaluate_model(run_dknn.parse_args(
+            ['--model-setup', args, '--k', str(K), '--split', 'test']))[1]
+        saved.append(np.load(report_path.replace('dknn_', 'dknn_predictions_', 1)[:-5] + '.npz'))
+    expected = {'softmax': np.flatnonzero(saved[0]['softmax_probability'].argmax(axis=1)
+                                          != saved[1]['softmax_probability'].argmax(axis=1)),
+                'dknn': np.flatnonzero(saved[0]['prediction'] != saved[1]['prediction'])}
+    assert len(expected['softmax']) + len(expected['dknn']) > 0     # the runs differ
+    for kind, rows in expected.items():
+        found = client.get('/api/compare/disagreements', params={
+            'split': 'test', 'kind': kind, 'per_page': 200}).json()
+        assert [r['index'] for r in found['rows']] == rows.tolist()
+        assert found['n_matching'] == len(rows) and found['n_' + kind] == len(rows)
+        for r in found['rows']:
+            assert r['a']['softmax_prediction'] == session.setup.label_names[
+                saved[0]['softmax_probability'][r['index']].argmax()]
+    both = client.post('/api/compare/predict', json={'text': 'a great movie'}).json()
+    assert both['a'] == session.predict({'text': 'a great movie'})
+    assert both['b'] == other.predict({'text': 'a great movie'})
+    assert client.get('/api/info').json()['compare']['model'] == other.description
+    bad = client.get('/api/compare/disagreements', params={'kind': 'both'})
+    assert bad.status_code == 400 and bad.json()['error'].startswith('kind must be one of')
+    assert TestClient(explorer_app.make_app(session)).post(
+        '/api/compare/predict', json={'text': 'a'}).status_code == 404
+
+
+def test_compare_refuses_runs_of_other_labels_in_one_line(run, tmp_path, capsys, monkeypatch):
+    out = train_snli_bilstm(tmp_path)
+    status, err = cli_helpers.cli(explore.main, ['--model-setup', run, '--compare',
+                                                 str(out / 'args.json'), '--k', str(K)], capsys)
+    # the runs load first (their progress bars), then one error line
+    errors = [line for line in err if line.startswith('error')]
+    assert status == 2 and errors == err[-1:] and 'has labels' in err[-1]
+    assert err[-1].startswith('error: --compare: ') and err[-1].endswith('of the same dataset')
+    status, err = cli_helpers.cli(explore.main, ['--model-setup', run, '--compare', run,
+                                                 '--export', str(tmp_path / 'x')], capsys)
+    cli_helpers.assert_one_line_error(status, err, '--compare serves two runs')

@@ -46,10 +46,10 @@ def free_port():
 class Server:
     """The app served by uvicorn on 127.0.0.1 in a thread, as explore.py serves it."""
 
-    def __init__(self, session):
+    def __init__(self, session, other=None):
         import uvicorn
         self.port = free_port()
-        config = uvicorn.Config(explorer_app.make_app(session, ['127.0.0.1', 'localhost']),
+        config = uvicorn.Config(explorer_app.make_app(session, ['127.0.0.1', 'localhost'], other),
                                 host='127.0.0.1', port=self.port, log_level='warning')
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -393,3 +393,35 @@ def test_a_transformer_runs_word_pieces_are_shown(tmp_path, data_files):  # noqa
     expected = session.predict({'text': 'the cat was unbelievable'})['input']['pieces']
     assert groups == expected and groups[-1] == ['un', '##believ', '##able']
     assert 'unbelievable' in split and 'cat' not in split
+
+
+def test_two_runs_side_by_side_and_their_disagreements(run, tmp_path, data_files):  # noqa: F811
+    second = tmp_path / 'custom_cnn_seed3'
+    train(second, data_files, '--seed', '3', '--unit', '12')
+    runs = [run, str(second / 'args.json')]
+    sessions = [explorer.ExplorerSession.open(path, explorer.Settings(DkNNSettings(k=K)))
+                for path in runs]
+    predicted = []
+    for path in runs:
+        report = run_dknn.evaluate_model(run_dknn.parse_args(
+            ['--model-setup', path, '--k', str(K), '--split', 'test']))[1]
+        with np.load(report.replace('dknn_', 'dknn_predictions_', 1)[:-5] + '.npz') as saved:
+            predicted.append(saved['softmax_probability'].argmax(axis=1))
+    expected = np.flatnonzero(predicted[0] != predicted[1])[:25].tolist()
+    driver = chromium(1600, 1200)
+    try:
+        with Server(*sessions) as base:
+            driver.get(base + '#/compare?text=' + 'a great movie')
+            wait_for(driver, '#compare-count', 120)
+            columns = [driver.find_element(By.CSS_SELECTOR, '#compare-{} #softmax-prediction'
+                                           .format(side)).text for side in 'ab']
+            rows = [int(tr.find_element(By.TAG_NAME, 'td').text) for tr in
+                    driver.find_elements(By.CSS_SELECTOR, '#disagreements tr.row')]
+            count = driver.find_element(By.ID, 'compare-count').text
+            driver.save_screenshot(str(tmp_path / 'compare.png'))
+    finally:
+        driver.quit()
+    assert columns == [s.predict({'text': 'a great movie'})['softmax']['prediction']
+                       for s in sessions]
+    assert rows == expected and count.startswith('{} of 60 test examples'.format(
+        int((predicted[0] != predicted[1]).sum())))

@@ -102,6 +102,7 @@ function route() {
   if (parts[0] === 'training') return trainingView(params);
   if (parts[0] === 'metrics') return metricsView(params);
   if (parts[0] === 'embedding') return embeddingView(params);
+  if (parts[0] === 'compare') return compareView(params);
   return inputView(params.text !== undefined || params.hypothesis !== undefined ? params : null);
 }
 
@@ -253,7 +254,7 @@ function neighborsPanel(answer, input) {
         el('td', {}, bdi(item.label)), el('td', {}, fmt(item.distance)),
         el('td', {}, item.agrees ? 'yes' : 'no')))));
   }
-  if (!STATIC && answer.neighbors.length === 1) {
+  if (!STATIC && input && answer.neighbors.length === 1) {
     section.appendChild(el('button', {id: 'all-layers', onclick: async () => {
       try {
         const all = await api.predict(Object.assign({}, input, {all_layers: true}));
@@ -340,6 +341,7 @@ async function start() {
     INFO.has_dknn ? 'DkNN k=' + INFO.k + ' (' + INFO.backend + ')' : 'no DkNN (no calibration split)',
     STATIC ? ' · static export. ' + (INFO.produced_by || '') : '');
   if (STATIC) document.querySelector('nav a[data-view="training"]').remove();
+  if (!INFO.compare) document.querySelector('nav a[data-view="compare"]').remove();
   window.addEventListener('hashchange', route);
   route();
 }
