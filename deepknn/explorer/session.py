@@ -51,6 +51,7 @@ class Settings:
     n_neighbors: int = 10         # training examples shown per layer
     trust: tuple = trust_lib.DEFAULT_TRUST   # trust scorers shown beside credibility
     max_characters: int = MAX_CHARACTERS
+    reuse_evaluations: bool = True   # read split evaluations cached on disk (split_cache)
     gpu: int = -1
     data_dir: Optional[str] = None
 
@@ -172,7 +173,8 @@ class ExplorerSession:
         try:
             columns, hidden = split_cache.split_columns(
                 self.setup, self.dknn, self.settings.dknn, self.cache_key, name, examples,
-                lambda done, total: self.progress.update({name: {'done': done, 'total': total}}))
+                lambda done, total: self.progress.update({name: {'done': done, 'total': total}}),
+                self.settings.reuse_evaluations)
         finally:
             del self.progress[name]
         return queries.SplitTable(name, examples, columns, self.setup, hidden)

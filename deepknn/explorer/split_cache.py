@@ -174,14 +174,15 @@ def _same_softmax(setup, examples, softmax, batchsize):
     return np.allclose(calibration.softmax(logits), softmax[:SPOT_CHECK], atol=1e-5)
 
 
-def split_columns(setup, dknn, settings, base_key, name, examples, progress=None):
+def split_columns(setup, dknn, settings, base_key, name, examples, progress=None, reuse=True):
     """(columns, hidden_source) of split `name`: the explorer's cache, else run_dknn.py's
     predictions (then hidden_source() computes and caches the hidden layer when first
-    needed), else a fresh evaluation (`progress` as for `evaluate`), cached."""
+    needed), else a fresh evaluation (`progress` as for `evaluate`), cached. `reuse`
+    False: evaluated afresh whatever is on disk (a benchmark's first open)."""
     key = split_key(base_key, name, examples)
     path = cache_path(setup.result_dir, name, key)
-    columns = load(path, key)
-    if columns is None and dknn is not None:
+    columns = load(path, key) if reuse else None
+    if columns is None and dknn is not None and reuse:
         columns = from_run_dknn(setup, settings, name, examples)
     if columns is None:
         columns = evaluate(setup, dknn, examples, settings.batchsize, progress)

@@ -7,16 +7,12 @@ The same code takes the README's screenshots of a real run:
         .venv/bin/python -m pytest -q tests/explorer/test_explorer_browser.py -k screenshots
 """
 import os
-import shutil
-import socket
-import threading
-import time
 
 import numpy as np
 import pytest
 
-from deepknn.explorer import app as explorer_app
 from deepknn.explorer import session as explorer
+from deepknn.explorer.browser import CHROMEDRIVER, CHROMIUM, Server, chromium, wait_for
 from deepknn.neighbors.dknn_settings import DkNNSettings
 import explore
 import run_dknn
@@ -24,61 +20,14 @@ from tests.commands.test_end_to_end import data_files, train  # noqa: F401 (data
 
 webdriver = pytest.importorskip('selenium.webdriver', reason='selenium is not installed')
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
-CHROMEDRIVER = shutil.which('chromedriver')
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
     reason='no chromium and chromedriver on PATH; .ci/run installs them with apt-get install '
            'chromium chromium-driver (as root)')
 K = 5
 SENTENCE = 'The movie was GREAT <b>zzz</b>'
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """The app served by uvicorn on 127.0.0.1 in a thread, as explore.py serves it."""
-
-    def __init__(self, session, other=None):
-        import uvicorn
-        self.port = free_port()
-        config = uvicorn.Config(explorer_app.make_app(session, ['127.0.0.1', 'localhost'], other),
-                                host='127.0.0.1', port=self.port, log_level='warning')
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        deadline = time.time() + 30
-        while not self.server.started and time.time() < deadline:
-            time.sleep(0.05)
-        return 'http://127.0.0.1:{}/'.format(self.port)
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
-def chromium(width=1300, height=1000):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ('--headless=new', '--no-sandbox', '--disable-gpu',
-                     '--disable-dev-shm-usage', '--window-size={},{}'.format(width, height)):
-        options.add_argument(argument)
-    service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
-    return webdriver.Chrome(options=options, service=service)
-
-
-def wait_for(driver, css, timeout=60):
-    return WebDriverWait(driver, timeout).until(
-        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
 
 
 def type_and_predict(driver, base, text):
