@@ -1,10 +1,11 @@
 """The explorer's comparison of two runs of one dataset: a sentence in both, and where they disagree.
 
 `explore.py --model-setup A --compare B` opens a second ExplorerSession beside the
-first. `check_comparable` refuses runs whose labels or split sizes differ (their
-examples must line up row by row); `disagreements` gives the rows of a split whose
-softmax (or DkNN) predictions differ between the two runs, both runs' columns beside
-each other, paged like the dataset view.
+first. `check_comparable` refuses runs whose labels differ; `disagreements` gives the
+rows of a split whose softmax (or DkNN) predictions differ between the two runs, both
+runs' columns beside each other, paged like the dataset view, and refuses a split whose
+gold labels do not line up row by row (runs trained on different training sets still
+share their test split).
 """
 import numpy as np
 
@@ -14,21 +15,21 @@ KINDS = ('softmax', 'dknn')
 
 
 def check_comparable(first, second):
-    """UserError naming `compare` unless both sessions have the same labels and the
-    same gold labels in every split they share."""
+    """UserError naming `compare` unless both sessions have the same labels."""
     if list(first.setup.label_names) != list(second.setup.label_names):
         raise UserError('compare: {} has labels {} but {} has {}; compare two runs of the '
                         'same dataset'.format(first.setup.result_dir,
                                               list(first.setup.label_names),
                                               second.setup.result_dir,
                                               list(second.setup.label_names)), 'compare')
-    for split in set(first.examples) & set(second.examples):
-        gold = [[y for _, y in session.examples[split]] for session in (first, second)]
-        if gold[0] != gold[1]:
-            raise UserError('compare: the {} splits of {} and {} differ ({} and {} '
-                            'examples); compare two runs of the same data'.format(
-                                split, first.setup.result_dir, second.setup.result_dir,
-                                len(gold[0]), len(gold[1])), 'compare')
+
+
+def check_same_rows(first, second):
+    """UserError naming `split` unless two SplitTables hold the same gold labels."""
+    if len(first.gold) != len(second.gold) or not (first.gold == second.gold).all():
+        raise UserError('split {} differs between the two runs ({} and {} examples, or other '
+                        'labels); compare a split both runs share, such as test'.format(
+                            first.name, len(first.gold), len(second.gold)), 'split')
 
 
 def predictions(table, kind):
@@ -51,6 +52,7 @@ def disagreements(first, second, kind, query):
     'n_softmax', 'n_dknn', 'n_matching', 'page', 'n_pages', 'rows': [{'index', 'text',
     'gold', 'a': row of the first run, 'b': of the second}]}; `query` a queries.Query
     (its page and per_page)."""
+    check_same_rows(first, second)
     rows = disagreeing_rows(first, second, kind)
     n_pages = max(1, -(-len(rows) // query.per_page))
     page = min(query.page, n_pages)

@@ -625,6 +625,11 @@ def test_compare_gives_the_disagreements_of_the_two_runs_prediction_files(run, s
     assert bad.status_code == 400 and bad.json()['error'].startswith('kind must be one of')
     assert TestClient(explorer_app.make_app(session)).post(
         '/api/compare/predict', json={'text': 'a'}).status_code == 404
+    fewer = explorer.queries.SplitTable.evaluate('test', session.examples['test'][:10],
+                                                 other.setup, other.dknn)
+    with pytest.raises(UserError, match='split test differs between the two runs'):
+        explorer_app.compare.disagreements(session.table('test'), fewer, 'softmax',
+                                       explorer.queries.Query())
 
 
 def test_compare_refuses_runs_of_other_labels_in_one_line(run, tmp_path, capsys, monkeypatch):
