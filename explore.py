@@ -3,19 +3,24 @@
     python explore.py --model-setup results/demo_sst_cnn/args.json [--port 8765]
     python explore.py --model-setup results/demo_sst_cnn/args.json \
         --export results/demo_sst_cnn_explorer --split test --limit 50
+    python explore.py --model-setup results/stsa.binary_cnn/args.json \
+        --compare results/stsa.binary_minilm/args.json
 
 The first form starts a local web app (Starlette on uvicorn) and prints the address to
 open; the model and the DkNN are loaded once, their caches reused (see docs/explorer.md).
 It binds to 127.0.0.1; --host 0.0.0.0 (or any other address) needs --allow-remote and
 prints a warning, since anyone who reaches the port can use the model. The second form
 writes a self-contained folder (HTML, JS, JSON) of --limit examples of --split that
-opens from disk, and exits.
+opens from disk, and exits. The third serves two runs of one dataset side by side (the
+Compare view: a sentence in both, and the examples they disagree on).
 """
+import os
 import socket
 import sys
 
 from deepknn import cli
 from deepknn.explorer import app
+from deepknn.explorer import compare
 from deepknn.explorer import export
 from deepknn.explorer import session as explorer
 from deepknn.shift import trust
@@ -46,6 +51,9 @@ def parse_args(argv=None):
     parser.add_argument('--eval-file', action='append', default=[],
                         help='an evaluation file (the model\'s data format, with labels) to '
                              'show in the dataset view beside the splits; repeatable')
+    parser.add_argument('--compare', metavar='ARGS_JSON', type=cli.model_setup_path,
+                        default=None, help='a second run of the same dataset (its args.json '
+                        'or folder) to serve beside the first (the Compare view)')
     parser.add_argument('--export', metavar='DIR', default=None,
                         help='write a static explorer folder of --limit examples of --split '
                              'instead of serving')
@@ -62,11 +70,20 @@ def check_host(args):
                         'well if that is meant, or leave --host at 127.0.0.1'.format(args.host))
 
 
-def open_session(args):
+def check_eval_files(args):
+    """UserError naming the first --eval-file that is no readable file, before loading."""
+    for path in args.eval_file:
+        if not os.path.isfile(path):
+            raise UserError('--eval-file {} is not a file; pass a labelled file in the '
+                            'model\'s data format'.format(path))
+
+
+def open_session(args, model_setup=None):
+    """The ExplorerSession of --model-setup (or `model_setup`) with the flags' settings."""
     settings = explorer.Settings(cli.dknn_settings(args, None), n_neighbors=args.neighbors,
                                  trust=args.trust, max_characters=args.max_characters,
                                  gpu=args.gpu, data_dir=args.data_dir)
-    session = explorer.ExplorerSession.open(args.model_setup, settings)
+    session = explorer.ExplorerSession.open(model_setup or args.model_setup, settings)
     for path in args.eval_file:
         name, examples = session.setup.evaluation_examples(eval_file=path)
         session.add_examples(name, examples)
@@ -88,7 +105,7 @@ def check_port(host, port):
             port, host, error.strerror or error))
 
 
-def serve(session, args):
+def serve(session, args, other=None):
     import uvicorn
     if args.host not in LOCAL_HOSTS:
         print('warning: serving on {}: anyone who can reach port {} can use this model and '
@@ -97,13 +114,17 @@ def serve(session, args):
     shown = 'localhost' if args.host in LOCAL_HOSTS else args.host
     print('explorer of {}: open http://{}:{}/ (Ctrl-C stops it)'.format(
         session.setup.result_dir, shown, args.port), flush=True)
-    uvicorn.run(app.make_app(session, allowed), host=args.host, port=args.port,
+    uvicorn.run(app.make_app(session, allowed, other), host=args.host, port=args.port,
                 log_level='warning')
 
 
 def main(argv=None):
     args = parse_args(argv)
     check_host(args)
+    check_eval_files(args)
+    if args.compare and args.export:
+        raise UserError('--compare serves two runs; the static export holds one: drop '
+                        '--compare or --export')
     if not args.export:
         check_port(args.host, args.port)
     if args.export:
@@ -115,8 +136,12 @@ def main(argv=None):
         print('wrote {} (open it in a browser; no server needed)'.format(
             export.write_export(args.export, data, cli.command_name(__file__))))
         return
+    other = None
+    if args.compare:
+        other = open_session(args, args.compare)
+        compare.check_comparable(session, other)
     session.table(args.split)   # the dataset view's first page, ready before the address
-    serve(session, args)
+    serve(session, args, other)
 
 
 if __name__ == '__main__':

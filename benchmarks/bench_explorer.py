@@ -1,16 +1,26 @@
-"""Explorer request latency: the input view of a typed sentence and a dataset page.
+"""Explorer latency at scale: the training split's first open, a dataset page, a typed sentence, the embedding view.
 
-    python benchmarks/bench_explorer.py --model-setup results/stsa.binary_cnn/args.json
+    python benchmarks/bench_explorer.py --model-setup results/sst2_phrases10k_cnn/args.json \
+        results/sst2_phrases_cnn/args.json --browser
 
-Through Starlette's test client (the app in this process, no network), on a loaded
-run: the input view (POST /api/predict: every map the run supports and the neighbours
-in every DkNN layer) of each of the first --sentences test sentences typed as text,
-and dataset pages (GET /api/dataset: page 1, a late page, sorted by credibility, wrong
-only, one gold label) of a --rows example split: the training split repeated up to
---rows examples, evaluated once before the pages are timed (that one-off evaluation is
-reported too). Each measurement --repeats times: median and min-max. Targets (2 CPU
-cores): CNN < 0.3 s and MiniLM < 2 s per sentence, a page < 0.5 s. Writes a Markdown
-table to --out (an existing file is replaced only with --overwrite).
+For each run (runs of one model at different training-set sizes, smallest first), on a
+loaded session through Starlette's test client (the app in this process, no network):
+
+- the training split's first open (`/api/dataset?split=train`): the model and the DkNN
+  over every training example, with the explorer's disk cache ignored (--cold-repeats
+  times: it is the slow one), then after a restart (a new session reading the cache);
+- dataset pages of the training split (page 1, a late page, sorted by credibility,
+  wrong only, a free-text search);
+- the input view of each of the first --sentences test sentences typed as text (every
+  map, the neighbours in every DkNN layer);
+- the embedding view of the last hidden layer: its projection fitted once (reported),
+  then the server's answer (every training point), and with --browser the whole view in
+  headless Chromium (request, JSON, drawing on the canvas) until it is drawn.
+
+Each warm measurement --repeats times: median and min-max, and the ratio of the last
+run's median to the first's. Targets (2 CPU cores): CNN < 0.3 s and MiniLM < 2 s per
+sentence, a page < 0.5 s, the embedding view < 2 s once its projection is cached.
+Writes a Markdown table to --out (an existing file is replaced only with --overwrite).
 """
 import os
 import statistics
@@ -31,21 +41,26 @@ from nlp_utils import UserError  # noqa: E402
 SENTENCE_TARGETS = {'minilm': 2.0, 'transformer': 2.0}   # seconds; other models 0.3 s
 DEFAULT_SENTENCE_TARGET = 0.3
 PAGE_TARGET = 0.5
+EMBEDDING_TARGET = 2.0
 PAGES = (('page 1', {}), ('page 200', {'page': '200'}),
          ('sorted by credibility, descending', {'sort': 'credibility', 'order': 'desc'}),
          ('wrong only (either)', {'wrong': 'either'}),
-         ('credibility <= 0.5, sorted by text', {'max_credibility': '0.5', 'sort': 'text'}))
+         ('search "good", sorted by DkNN prediction', {'search': 'good',
+                                                      'sort': 'dknn_prediction'}))
 
 
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
-    cli.add_model_setup(parser)
+    cli.add_model_setup(parser, nargs='+', help='args.json of each run, smallest training '
+                        'set first')
     cli.add_dknn(parser)
     cli.add_device(parser)
     parser.add_argument('--sentences', type=cli.positive_int, default=10,
                         help='input views of the first N test sentences')
-    parser.add_argument('--rows', type=cli.positive_int, default=10000,
-                        help='examples in the dataset view\'s split')
+    parser.add_argument('--cold-repeats', type=cli.positive_int, default=1,
+                        help='timed first opens of the training split (each evaluates it)')
+    parser.add_argument('--browser', action='store_true',
+                        help='also time the embedding view in headless Chromium (selenium)')
     cli.add_repeats(parser, 5)
     cli.add_benchmark_outputs(parser, 'bench_explorer')
     return parser.parse_args(argv)
@@ -60,50 +75,120 @@ def timed(call):
     return seconds
 
 
-def row(measurement, seconds, target=None):
-    return {'measurement': measurement, 'median': '{:.3f}'.format(statistics.median(seconds)),
-            'min-max': '{:.3f}-{:.3f}'.format(min(seconds), max(seconds)),
-            'target': '' if target is None else '< {} s'.format(target),
-            'met': '' if target is None else ('yes' if statistics.median(seconds) < target
-                                              else 'no')}
+def open_session(path, args, reuse=True):
+    return explorer.ExplorerSession.open(path, explorer.Settings(
+        cli.dknn_settings(args, None), gpu=args.gpu, data_dir=args.data_dir,
+        reuse_evaluations=reuse))
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    path = cli.benchmark_table(args) + '.md'
-    session = explorer.ExplorerSession.open(args.model_setup, explorer.Settings(
-        cli.dknn_settings(args, None), gpu=args.gpu, data_dir=args.data_dir))
-    client = TestClient(explorer_app.make_app(session))
-    setup = session.setup
+def first_opens(path, args):
+    """(cold seconds [--cold-repeats], after-restart seconds [--repeats]) of the training
+    split's first dataset page."""
+    cold = []
+    for _ in range(args.cold_repeats):
+        session = open_session(path, args, reuse=False)     # as if nothing were cached
+        cold.append(timed(lambda: TestClient(explorer_app.make_app(session)).get(
+            '/api/dataset', params={'split': 'train'})))
+    warm = []
+    for _ in range(args.repeats):
+        session = open_session(path, args)
+        warm.append(timed(lambda: TestClient(explorer_app.make_app(session)).get(
+            '/api/dataset', params={'split': 'train'})))
+    return cold, warm
+
+
+def sentence_times(client, setup, args):
     typed = lambda words: ' '.join(map(nlp_utils.ptb_text, words))
     bodies = [{'premise': typed(tokens[0]), 'hypothesis': typed(tokens[1])}
               if setup.config.pair else {'text': typed(tokens)}
               for tokens, _ in setup.splits.test[:args.sentences]]
     client.post('/api/predict', json=dict(bodies[0], all_layers=True))   # warm-up
-    per_sentence = [statistics.mean(
+    return [statistics.mean(
         timed(lambda: client.post('/api/predict', json=dict(body, all_layers=True)))
         for body in bodies) for _ in range(args.repeats)]
-    train = setup.splits.train
-    session.add_examples('bench', (train * (args.rows // len(train) + 1))[:args.rows])
-    evaluation = timed(lambda: client.get('/api/dataset', params={'split': 'bench'}))
-    rows = [row('input view, all {} maps + neighbours in every layer, mean over {} typed '
-                'test sentences (s per sentence)'.format(len(session.methods), len(bodies)),
-                per_sentence, SENTENCE_TARGETS.get(setup.config.model, DEFAULT_SENTENCE_TARGET)),
-            row('dataset view: first request, evaluates the {:,}-example split once (s)'
-                .format(args.rows), [evaluation])]
+
+
+def browser_times(session, layer, repeats):
+    """Seconds from opening #/embedding in headless Chromium until its canvas is drawn."""
+    from deepknn.explorer.browser import Server, chromium, wait_for
+    driver = chromium()
+    try:
+        with Server(session) as base:
+            seconds = []
+            for _ in range(repeats + 1):            # the first warms the browser up
+                driver.get('about:blank')
+                start = time.perf_counter()
+                driver.get(base + '#/embedding?layer={}'.format(layer))
+                wait_for(driver, '#embedding-canvas', 300)
+                seconds.append(time.perf_counter() - start)
+            return seconds[1:]
+    finally:
+        driver.quit()
+
+
+def measure(path, args):
+    """{measurement name: (seconds list, target or None)} of one run, and its setup."""
+    cold, warm = first_opens(path, args)
+    session = open_session(path, args)
+    client = TestClient(explorer_app.make_app(session))
+    n = len(session.examples['train'])
+    client.get('/api/dataset', params={'split': 'train'})    # loaded (from disk) before timing
+    found = {'training split, first open: model and DkNN over every example (s)': (cold, None),
+             'training split, first open after a restart: read from the disk cache (s)':
+             (warm, None)}
     for name, params in PAGES:
-        query = dict(params, split='bench', per_page='25')
-        rows.append(row('dataset page of {:,} examples, 25 rows: {} (s)'.format(
-            args.rows, name), [timed(lambda: client.get('/api/dataset', params=query))
-                               for _ in range(args.repeats)], PAGE_TARGET))
-    header = ('# Explorer request latency: {} {}\n\n{}\n\nRun: {}. {}; {} repeats: median and '
-              'min-max. The dataset split is the training split repeated to {:,} examples; '
-              'requests through Starlette\'s test client (no network).\n'.format(
-                  setup.config.dataset, setup.config.model, cli.provenance(),
-                  model_setup.run_description(setup), cli.machine_load(), args.repeats,
-                  args.rows))
-    columns = ['measurement', 'median', 'min-max', 'target', 'met']
-    table = markdown_table(rows, columns)
+        query = dict(params, split='train', per_page='25')
+        found['dataset page of the training split, 25 rows: {} (s)'.format(name)] = (
+            [timed(lambda: client.get('/api/dataset', params=query))
+             for _ in range(args.repeats)], PAGE_TARGET)
+    target = SENTENCE_TARGETS.get(session.setup.config.model, DEFAULT_SENTENCE_TARGET)
+    found['typed sentence: every map + neighbours in every layer (s per sentence, mean over '
+          '{})'.format(args.sentences)] = (sentence_times(client, session.setup, args), target)
+    layer = session.dknn.n_layers - 2
+    found['embedding: fitting and caching the projection, once (s)'] = (
+        [timed(lambda: client.get('/api/embedding', params={'layer': layer}))], None)
+    found['embedding: the server\'s answer, every training point (s)'] = (
+        [timed(lambda: client.get('/api/embedding', params={'layer': layer}))
+         for _ in range(args.repeats)], None)
+    if args.browser:
+        found['embedding view in headless Chromium: request, JSON and canvas drawn (s)'] = (
+            browser_times(session, layer, args.repeats), EMBEDDING_TARGET)
+    return found, session.setup, n
+
+
+def table_rows(results, sizes):
+    """One row per measurement: each run's median (min-max), the last/first ratio."""
+    rows = []
+    for name in results[0]:
+        row = {'measurement': name}
+        for found, size in zip(results, sizes):
+            seconds, target = found[name]
+            row['{:,} train'.format(size)] = cli.median_and_range(seconds, '{:.3f}')
+        medians = [statistics.median(found[name][0]) for found in results]
+        row['ratio'] = '{:.1f}x'.format(medians[-1] / medians[0]) if len(results) > 1 else ''
+        row['target'] = '' if target is None else '< {} s'.format(target)
+        row['met'] = '' if target is None else ('yes' if all(m < target for m in medians)
+                                                else 'no')
+        rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    path = cli.benchmark_table(args) + '.md'
+    measured = [measure(run, args) for run in args.model_setup]
+    results, setups, sizes = zip(*measured)
+    header = ('# Explorer latency at scale: {} {}\n\n{}\n\nRuns: {}. {}; {} repeats (the cold '
+              'first open {}): median (min-max); ratio: the largest run\'s median over the '
+              'smallest\'s. Requests through Starlette\'s test client (no network); the '
+              'Chromium row through uvicorn on 127.0.0.1.\n'.format(
+                  setups[0].config.dataset, setups[0].config.model, cli.provenance(),
+                  '; '.join('{} ({:,} training examples)'.format(
+                      model_setup.run_description(s), n) for s, n in zip(setups, sizes)),
+                  cli.machine_load(), args.repeats, args.cold_repeats))
+    columns = ['measurement'] + ['{:,} train'.format(n) for n in sizes] + ['ratio', 'target',
+                                                                           'met']
+    table = markdown_table(table_rows(results, sizes), columns)
     nlp_utils.atomic_write_text(path, header + '\n' + table + '\n')
     print(header + '\n' + table)
 

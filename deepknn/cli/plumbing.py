@@ -23,7 +23,7 @@ CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 # run_cli shows a command-line user the flag instead (command_line_message).
 PARAMETER_FLAGS = {
     'activations': '--activations', 'backend': '--backend', 'batchsize': '--batchsize',
-    'beam': '--beam', 'data_dir': '--data-dir', 'dataset': '--dataset',
+    'beam': '--beam', 'compare': '--compare', 'data_dir': '--data-dir', 'dataset': '--dataset',
     'dev_fraction': '--dev-fraction', 'dtype': '--activation-dtype', 'engine': '--engine',
     'exclude_train': '--exclude-train', 'export': '--export', 'force': '--force',
     'gpu': '--gpu', 'keep_epochs': '--keep-epochs', 'importance': '--methods', 'k': '--k', 'kind': '--faiss-kind',

@@ -5,10 +5,22 @@
     GET  /api/info              the run: model, labels, methods, splits, legend
     POST /api/predict           the input view: {"text"} or {"premise", "hypothesis"} or
                                 {"split", "index"}, and "all_layers" (bool)
+    POST /api/edit              the example editor: {"original": a predict request,
+                                "edited": another, "all_layers"}: both views and their diff
     POST /api/reduce            input reduction, step by step: the same input, "importance"
     GET  /api/dataset           a page of a split: split, page, per_page, sort, order,
                                 wrong, max_credibility, label
+    GET  /api/dataset.csv       every row of the same query (no paging) as CSV, to download
     GET  /api/training          the training-set view over a split's retrievals: split
+    GET  /api/embedding         the embedding view of a DkNN layer: layer
+    POST /api/embed             one input's place in it: the predict request and "layer"
+    GET  /api/metrics           the metrics panel of a split: split
+    POST /api/compare/predict   with a second run (explore.py --compare): the input view of
+                                one request in both runs, {"a", "b"}
+    GET  /api/compare/disagreements  the rows of a split the two runs predict differently:
+                                split, kind (softmax or dknn), page, per_page
+    GET  /api/progress          {done, total} blocks of a split being evaluated (split),
+                                or null; answered without waiting for the session's lock
 
 No request names a file: splits and evaluation files are chosen on the command line.
 A bad request is a 4xx with {"error": one line}; an unexpected failure a 500 with one
@@ -18,6 +30,7 @@ Starlette runs in its thread pool).
 """
 import json
 import os
+import re
 import traceback
 
 from starlette.applications import Starlette
@@ -29,6 +42,8 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from deepknn.explorer import compare
+from deepknn.explorer import metrics
 from deepknn.explorer import queries
 from deepknn.explorer.session import StaleRun
 from nlp_utils import UserError
@@ -80,21 +95,45 @@ def flag(body, name):
     return value
 
 
-def make_app(session, allowed_hosts=None):
+def make_app(session, allowed_hosts=None, other=None):
     """The ASGI app over an ExplorerSession. `allowed_hosts`: Host header values the
-    app answers (e.g. 127.0.0.1 and localhost, against DNS rebinding), None for any."""
+    app answers (e.g. 127.0.0.1 and localhost, against DNS rebinding), None for any.
+    `other`: a second ExplorerSession of the same dataset to compare with, or None."""
 
     async def page(request):
         return FileResponse(os.path.join(STATIC, 'index.html'), headers=PAGE_HEADERS)
 
     def info(request):
         session.check_current()
-        return JSONResponse(session.info())
+        return JSONResponse(dict(session.info(), compare=other.info() if other else None))
+
+    async def compare_predict(request):
+        body = await read_json_body(request)
+        for run in (session, other):
+            run.check_current()
+        all_layers = flag(body, 'all_layers')
+        return await run_locked(lambda: {'a': session.predict(body, all_layers),
+                                         'b': other.predict(body, all_layers)})
+
+    def compare_disagreements(request):
+        for run in (session, other):
+            run.check_current()
+        params = dict(request.query_params)
+        split = params.get('split', 'test')
+        first, second = session.table(split), other.table(split)
+        return JSONResponse(compare.disagreements(first, second, params.get('kind', 'softmax'),
+                                                  queries.Query.from_params(params, [])))
 
     async def predict(request):
         body = await read_json_body(request)
         session.check_current()
         return await run_locked(lambda: session.predict(body, flag(body, 'all_layers')))
+
+    async def edit(request):
+        body = await read_json_body(request)
+        session.check_current()
+        return await run_locked(lambda: session.edit(
+            body.get('original'), body.get('edited'), flag(body, 'all_layers')))
 
     async def reduce(request):
         body = await read_json_body(request)
@@ -108,9 +147,35 @@ def make_app(session, allowed_hosts=None):
         table = session.table(params.get('split', 'test'))
         return JSONResponse(table.page(queries.Query.from_params(params, table.label_names)))
 
+    def dataset_csv(request):
+        session.check_current()
+        params = dict(request.query_params)
+        table = session.table(params.get('split', 'test'))
+        text = table.csv(queries.Query.from_params(params, table.label_names))
+        return Response(text, media_type='text/csv; charset=utf-8', headers={
+            'Content-Disposition': 'attachment; filename="{}_selection.csv"'.format(
+                re.sub(r'[^A-Za-z0-9_-]', '_', table.name))})
+
     def training(request):
         session.check_current()
         return JSONResponse(session.training(request.query_params.get('split', 'test')))
+
+    def layer_embedding(request):
+        session.check_current()
+        return JSONResponse(session.embedding(request.query_params.get('layer', '')))
+
+    async def embed(request):
+        body = await read_json_body(request)
+        session.check_current()
+        return await run_locked(lambda: session.embed_query(body, body.get('layer')))
+
+    def split_metrics(request):
+        session.check_current()
+        return JSONResponse(metrics.split_metrics(session.table(
+            request.query_params.get('split', 'test'))))
+
+    def progress(request):
+        return JSONResponse(session.progress.get(request.query_params.get('split', 'test')))
 
     async def no_icon(request):   # browsers ask for one; answer without a 404 in the log
         return Response(status_code=204)
@@ -118,8 +183,16 @@ def make_app(session, allowed_hosts=None):
     routes = [Route('/', page), Route('/favicon.ico', no_icon), Route('/api/info', info),
               Route('/api/predict', predict, methods=['POST']),
               Route('/api/reduce', reduce, methods=['POST']),
-              Route('/api/dataset', dataset), Route('/api/training', training),
+              Route('/api/edit', edit, methods=['POST']),
+              Route('/api/dataset', dataset), Route('/api/dataset.csv', dataset_csv),
+              Route('/api/training', training),
+              Route('/api/progress', progress), Route('/api/metrics', split_metrics),
+              Route('/api/embedding', layer_embedding),
+              Route('/api/embed', embed, methods=['POST']),
               Mount('/static', StaticFiles(directory=STATIC), name='static')]
+    if other is not None:
+        routes += [Route('/api/compare/predict', compare_predict, methods=['POST']),
+                   Route('/api/compare/disagreements', compare_disagreements)]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] \
         if allowed_hosts else []
     return Starlette(routes=routes, middleware=middleware,

@@ -20,10 +20,12 @@ import tqdm
 from deepknn.storage import manifest
 from deepknn.storage import result_folder
 from deepknn.explorer import app
+from deepknn.explorer import metrics
 from deepknn.explorer import queries
 from nlp_utils import UserError
 
-STATIC_FILES = ('explorer.js', 'explorer.css')
+STATIC_FILES = ('explorer.js', 'dataset.js', 'metrics.js', 'editor.js', 'embedding.js',
+                'compare.js', 'explorer.css')
 
 
 def check_export_folder(folder, overwrite):
@@ -45,8 +47,9 @@ def check_export_folder(folder, overwrite):
 
 
 def export_data(session, split, limit, produced_by):
-    """{'info', 'examples': {split: {index: input view}}, 'rows': {split: [rows]}} of the
-    first `limit` examples of `split`."""
+    """{'info', 'examples': {split: {index: input view}}, 'rows': {split: [rows]},
+    'metrics': {split: metrics panel}, 'embedding'} of the first `limit` examples of
+    `split`."""
     if split not in session.examples:
         raise UserError('split must be one of {}, got {!r}'.format(
             ', '.join(session.examples), split), 'split')
@@ -59,7 +62,20 @@ def export_data(session, split, limit, produced_by):
                for index in tqdm.trange(len(examples), desc='exporting', unit='example')}
     return {'info': dict(session.info(), produced_by=produced_by),
             'examples': {split: answers},
-            'rows': {split: [table.row(i) for i in range(len(examples))]}}
+            'rows': {split: [table.row(i) for i in range(len(examples))]},
+            'metrics': {split: metrics.split_metrics(table)},
+            'embedding': exported_embedding(session, split, len(examples))}
+
+
+def exported_embedding(session, split, n_examples):
+    """{'points' (the last hidden DkNN layer's embedding.points), 'queries': {index:
+    {'point', 'neighbors'}}} of the exported examples, or None without a DkNN."""
+    if session.dknn is None:
+        return None
+    layer = session.dknn.n_layers - 2 if session.dknn.n_layers > 1 else 0
+    return {'points': session.embedding(layer), 'queries': {
+        index: session.embed_query({'split': split, 'index': index}, layer)
+        for index in range(n_examples)}}
 
 
 def write_export(folder, data, created_by='explorer'):

@@ -1,11 +1,10 @@
 """The explorer's dataset and training-set views: a split evaluated once, then sorted,
 filtered and paged on the server.
 
-`SplitTable.evaluate` runs the model (and DkNN) over a split's examples in batches,
-with a progress bar, and keeps per example the text, gold label, softmax and DkNN
+A `SplitTable` keeps per example of a split the text, gold label, softmax and DkNN
 predictions, credibility, and the activations of the layer Rajani et al.'s kNN
-searches (the last hidden one). `SplitTable.page` answers a query in milliseconds
-(numpy over the kept columns). `training_view` gives the most retrieved training
+searches (the last hidden one), from split_cache (on disk, or evaluated once).
+`SplitTable.page` answers a query in milliseconds (numpy over the kept columns). `training_view` gives the most retrieved training
 examples (Rajani et al.'s retrieval counts, k=16) and the candidate mislabeled ones
 (the paper's kNN rule on dev; cleanlab's confident learning on kNN votes), each with
 the examples that retrieved it.
@@ -14,21 +13,21 @@ import dataclasses
 import functools
 
 import numpy as np
-import tqdm
-
-from deepknn.evaluation import calibration
+from deepknn.explorer import selection
+from deepknn.explorer import split_cache
 from deepknn.neighbors import dknn as dknn_lib
 from deepknn.rajani import knn_influence
 from deepknn.rajani import knn_representations as knn
 from deepknn.rajani import label_issues
 from deepknn.reports import saliency_report
-import nets
 from nlp_utils import UserError
 
 RETRIEVAL_K = 16          # Rajani et al.'s neighbours per example (Table 4, retrieval)
-KNN_LAYER = -2            # the last hidden layer, as run_knn_representations.py
+KNN_LAYER = split_cache.KNN_LAYER
 MAX_PER_PAGE = 200
-SORT_COLUMNS = ('index', 'credibility', 'softmax_probability', 'gold', 'text')
+SORT_COLUMNS = ('index', 'credibility', 'softmax_probability', 'gold', 'text',
+                'softmax_prediction', 'dknn_prediction')
+MAX_SEARCH = 200                    # characters of a free-text search
 WRONG_FILTERS = ('', 'softmax', 'dknn', 'either')
 
 
@@ -42,6 +41,7 @@ class Query:
     wrong: str = ''                     # '', 'softmax', 'dknn' or 'either'
     max_credibility: float = 1.0        # rows with credibility <= this
     label: str = ''                     # gold label name, '' for all
+    search: str = ''                    # rows whose text holds this, any case; '' for all
 
     @classmethod
     def from_params(cls, params, label_names):
@@ -66,49 +66,53 @@ class Query:
         if not 0 <= max_credibility <= 1:
             raise UserError('max_credibility must be a number from 0 to 1, got {!r}'.format(
                 params.get('max_credibility')), 'max_credibility')
+        search = params.get('search', '')
+        if len(search) > MAX_SEARCH:
+            raise UserError('search has {} characters, more than {}; search for less'.format(
+                len(search), MAX_SEARCH), 'search')
         return cls(integer('page', 1, 10 ** 9, 1), integer('per_page', 1, MAX_PER_PAGE, 25),
                    choice('sort', SORT_COLUMNS, 'index'),
                    choice('order', ('asc', 'desc'), 'asc') == 'desc',
                    choice('wrong', WRONG_FILTERS, ''), max_credibility,
-                   choice('label', [''] + list(label_names), ''))
+                   choice('label', [''] + list(label_names), ''), search)
 
 
 class SplitTable:
     """One evaluated split: columns over its N examples."""
 
-    def __init__(self, name, examples, texts, softmax, dknn_result, hidden, label_names):
+    def __init__(self, name, examples, columns, setup, hidden_source=None):
+        """`columns`: split_cache's {'softmax': (N, C), with a DkNN 'prediction',
+        'credibility', 'confidence' (N,), and 'hidden' (N, D) or `hidden_source()`
+        giving it when first needed}."""
         self.name = name
         self.examples = examples
-        self.texts = texts                            # [str]
+        self.texts = [saliency_report.example_text(tokens, setup.vocab)
+                      for tokens, _ in examples]
         self.gold = np.array([y for _, y in examples], dtype=np.int64)
-        self.softmax_prediction = softmax.argmax(axis=1)
-        self.softmax_probability = softmax.max(axis=1)
-        self.dknn_prediction = None if dknn_result is None else dknn_result['prediction']
-        self.credibility = None if dknn_result is None else dknn_result['credibility']
-        self.hidden = hidden                          # (N, D) activations of KNN_LAYER
-        self.label_names = label_names
+        self.softmax = columns['softmax']
+        self.softmax_prediction = self.softmax.argmax(axis=1)
+        self.softmax_probability = self.softmax.max(axis=1)
+        self.dknn_prediction = columns.get('prediction')
+        self.credibility = columns.get('credibility')
+        self.confidence = columns.get('confidence')
+        self._hidden = columns.get('hidden')
+        self._hidden_source = hidden_source
+        self.label_names = setup.label_names
 
     @classmethod
-    def evaluate(cls, name, examples, setup, dknn, batchsize=64):
+    def evaluate(cls, name, examples, setup, dknn, batchsize=64, progress=None):
         """Run the model (and the DkNN, when there is one) over token-level examples."""
         if not examples:
             raise UserError('split {} has no examples'.format(name), 'split')
-        encoded = setup.encode(examples)
-        softmax, hidden, results = [], [], []
-        for start, stop in tqdm.tqdm(nets.canonical_chunks(len(encoded)),
-                                     desc='evaluating ' + name, unit='block'):
-            layers = dknn_lib.checked_activations(setup.model.layer_activations(
-                [x for x, _ in encoded[start:stop]], batchsize), 'evaluation')
-            softmax.append(calibration.softmax(layers[-1]))
-            hidden.append(layers[KNN_LAYER])
-            if dknn is not None:
-                result = dknn.predict_from_activations(layers)
-                results.append({key: result[key] for key in ('prediction', 'credibility')})
-        merged = None if dknn is None else {
-            key: np.concatenate([r[key] for r in results]) for key in results[0]}
-        texts = [saliency_report.example_text(tokens, setup.vocab) for tokens, _ in examples]
-        return cls(name, examples, texts, np.concatenate(softmax), merged,
-                   np.concatenate(hidden), setup.label_names)
+        return cls(name, examples, split_cache.evaluate(setup, dknn, examples, batchsize,
+                                                        progress), setup)
+
+    @property
+    def hidden(self):
+        """(N, D) activations of the last hidden layer (Rajani et al.'s kNN layer)."""
+        if self._hidden is None:
+            self._hidden = self._hidden_source()
+        return self._hidden
 
     def matching(self, query):
         """Row indices that pass the query's filters, in its order."""
@@ -122,6 +126,10 @@ class SplitTable:
             keep &= self.credibility <= query.max_credibility
         if query.label:
             keep &= self.gold == self.label_names.index(query.label)
+        if query.search:
+            wanted = query.search.lower()
+            keep &= np.fromiter((wanted in text for text in self.lowered_texts), bool,
+                                len(self.gold))
         rows = np.flatnonzero(keep)
         key = self._sort_key(query.sort)[rows]
         # A stable sort keeps index order among ties, in both directions.
@@ -133,7 +141,11 @@ class SplitTable:
             return self.credibility
         if column == 'text':
             return self.text_rank
+        if column == 'dknn_prediction' and self.dknn_prediction is not None:
+            return self.dknn_prediction
         return {'index': np.arange(len(self.gold)), 'gold': self.gold,
+                'softmax_prediction': self.softmax_prediction,
+                'dknn_prediction': self.softmax_prediction,
                 'softmax_probability': self.softmax_probability,
                 'credibility': self.softmax_probability}[column]
 
@@ -141,6 +153,16 @@ class SplitTable:
     def text_rank(self):
         """(N,) each text's rank in alphabetical order (ties share one), computed once."""
         return np.unique(self.texts, return_inverse=True)[1].astype(np.int64)
+
+    @functools.cached_property
+    def lowered_texts(self):
+        """The texts in lower case, for the free-text search, computed once."""
+        return [text.lower() for text in self.texts]
+
+    def csv(self, query):
+        """Every row that passes the query's filters, in its order, as CSV text
+        (selection.csv_text: quoted, formulas neutralised)."""
+        return selection.csv_text([self.row(int(i)) for i in self.matching(query)])
 
     def page(self, query):
         """One page of rows: {'split', 'n_total', 'n_matching', 'page', 'n_pages', 'rows'}."""

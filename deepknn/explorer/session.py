@@ -15,18 +15,22 @@ pair model, or {'split': ..., 'index': ...} for a stored example. New text is to
 as every command tokenizes new text for the run (model_setup.Setup.tokenize).
 """
 import dataclasses
+import functools
 import os
 import threading
 from typing import Optional
 
-import numpy as np
 
 from deepknn.evaluation import calibration
 from deepknn.neighbors import dknn as dknn_lib
 from deepknn.neighbors import dknn_settings
 from deepknn.models import model_setup
 from deepknn.interpret import saliency
+from deepknn.explorer import answers
+from deepknn.explorer import editor
+from deepknn.explorer import embedding
 from deepknn.explorer import queries
+from deepknn.explorer import split_cache
 from deepknn.feng import input_reduction
 from deepknn.reports import saliency_report
 from deepknn.interpret.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS
@@ -47,6 +51,7 @@ class Settings:
     n_neighbors: int = 10         # training examples shown per layer
     trust: tuple = trust_lib.DEFAULT_TRUST   # trust scorers shown beside credibility
     max_characters: int = MAX_CHARACTERS
+    reuse_evaluations: bool = True   # read split evaluations cached on disk (split_cache)
     gpu: int = -1
     data_dir: Optional[str] = None
 
@@ -91,6 +96,8 @@ class ExplorerSession:
         self.examples = {}          # name -> token-level examples shown in the dataset view
         self.tables = {}            # name -> its SplitTable, evaluated on first request
         self.training_views = {}    # shown split -> queries.training_view
+        self.progress = {}          # name -> {'done', 'total'} blocks of a split being evaluated
+        self.projections = {}       # DkNN layer -> embedding.layer_projection
 
     @classmethod
     def open(cls, model_setup_path, settings, purpose='explorer'):
@@ -125,11 +132,13 @@ class ExplorerSession:
                 'dataset': config.dataset, 'model_type': config.model, 'pair': config.pair,
                 'labels': list(self.setup.label_names), 'methods': list(self.methods),
                 'k': self.settings.dknn.k if self.dknn else None,
+                'layers': [answers.layer_name(i, self.dknn.n_layers)
+                           for i in range(self.dknn.n_layers)] if self.dknn else [],
                 'backend': self.settings.dknn.backend if self.dknn else None,
                 'temperature': self.temperature, 'has_dknn': self.dknn is not None,
                 'splits': {name: len(examples) for name, examples in self.examples.items()},
                 'max_characters': self.settings.max_characters,
-                'legend': legend(config.pair),
+                'legend': answers.legend(config.pair),
                 'normalization': '{} ({})'.format(
                     DEFAULT_NORMALIZATION, NORMALIZATIONS[DEFAULT_NORMALIZATION])}
 
@@ -145,9 +154,30 @@ class ExplorerSession:
                 ', '.join(self.examples), name), 'split')
         with self.lock:
             if name not in self.tables:
-                self.tables[name] = queries.SplitTable.evaluate(
-                    name, self.examples[name], self.setup, self.dknn, self.settings.dknn.batchsize)
+                self.tables[name] = self._load_table(name)
             return self.tables[name]
+
+    @functools.cached_property
+    def cache_key(self):
+        """split_cache.run_key of this session (the model's digest is read once)."""
+        return split_cache.run_key(self.setup, self.settings.dknn, self.dknn is not None)
+
+    def _load_table(self, name):
+        """The SplitTable of `name` from the disk cache or a fresh evaluation, whose
+        progress self.progress shows meanwhile."""
+        examples = self.examples[name]
+        if not examples:
+            raise UserError('split {} has no examples; choose another split'.format(name),
+                            'split')
+        self.progress[name] = {'done': 0, 'total': None}
+        try:
+            columns, hidden = split_cache.split_columns(
+                self.setup, self.dknn, self.settings.dknn, self.cache_key, name, examples,
+                lambda done, total: self.progress.update({name: {'done': done, 'total': total}}),
+                self.settings.reuse_evaluations)
+        finally:
+            del self.progress[name]
+        return queries.SplitTable(name, examples, columns, self.setup, hidden)
 
     def training(self, name):
         """queries.training_view over the retrievals of split `name` (and dev's kNN rule)."""
@@ -218,15 +248,16 @@ class ExplorerSession:
                                           self.dknn, progress=False) if self.methods else {}
         names = self.setup.label_names
         answer = {'input': self.describe_input(tokens, gold, source),
-                  'softmax': probabilities(calibration.softmax(layers[-1])[0], names),
+                  'softmax': answers.probabilities(calibration.softmax(layers[-1])[0], names),
                   'calibrated': None, 'dknn': None,
-                  'maps': map_views(maps, self.setup, names), 'neighbors': []}
+                  'maps': answers.map_views(maps, self.setup, names), 'neighbors': []}
         if self.temperature is not None:
-            answer['calibrated'] = dict(probabilities(
+            answer['calibrated'] = dict(answers.probabilities(
                 calibration.softmax(layers[-1], self.temperature)[0], names),
                 temperature=self.temperature)
         if result is not None:
-            answer['dknn'] = dict(probabilities(result['p_values'][0], names, 'p_values'),
+            answer['dknn'] = dict(answers.probabilities(result['p_values'][0], names,
+                                                        'p_values'),
                                   prediction=names[int(result['prediction'][0])],
                                   credibility=float(result['credibility'][0]),
                                   confidence=float(result['confidence'][0]),
@@ -239,10 +270,16 @@ class ExplorerSession:
         vocab = self.setup.vocab
         premise, words = tokens if isinstance(tokens, tuple) else (None, tokens)
         return {'text': saliency_report.example_text(tokens, vocab),
+                'editable': {'text': editor.editable_text(words)} if premise is None else
+                {'premise': editor.editable_text(premise),
+                 'hypothesis': editor.editable_text(words)},
                 'words': saliency_report.display_tokens(words, vocab),
                 'premise': None if premise is None else
                 saliency_report.display_tokens(premise, vocab),
                 'unknown': [t for part in (premise or [], words) for t in part if t not in vocab],
+                'pieces': answers.word_pieces(self.setup.model, words),
+                'premise_pieces': None if premise is None else
+                answers.word_pieces(self.setup.model, premise),
                 'gold': None if gold is None else self.setup.label_names[gold],
                 'source': source}
 
@@ -264,8 +301,49 @@ class ExplorerSession:
                 items.append({'index': int(index), 'label': self.setup.label_names[label],
                               'text': saliency_report.example_text(tokens, self.setup.vocab),
                               'distance': float(distance), 'agrees': int(label) == prediction})
-            views.append({'layer': layer, 'name': layer_name(layer, n_layers), 'items': items})
+            views.append({'layer': layer, 'name': answers.layer_name(layer, n_layers),
+                          'items': items})
         return views
+
+    def edit(self, original, edited, all_layers=False):
+        """The example editor: {'before', 'after' (input views), 'diff' (editor.diff)} of
+        a stored example (a request) and its edited text (another request)."""
+        before = self.predict(original, all_layers)
+        after = self.predict(edited, all_layers)
+        return {'before': before, 'after': after, 'diff': editor.diff(before, after)}
+
+    # ------------------------------------------------------------ embedding view
+    def embedding(self, layer):
+        """embedding.points of DkNN layer `layer` (the training split evaluated first)."""
+        train = self.table('train')
+        projection, layer = self._projection(layer)
+        return embedding.points(projection, train, layer,
+                                answers.layer_name(layer, self.dknn.n_layers))
+
+    def _projection(self, layer):
+        """(embedding.layer_projection, layer number) of a requested layer, kept."""
+        if self.dknn is None:
+            raise UserError('the embedding view needs a DkNN: re-train with `n_calib` > 0',
+                            'layer')
+        layer = embedding.check_layer(layer, self.dknn.n_layers)
+        with self.lock:
+            if layer not in self.projections:
+                self.projections[layer] = embedding.layer_projection(
+                    self.setup, self.settings.dknn, self.cache_key, layer)
+        return self.projections[layer], layer
+
+    def embed_query(self, request, layer):
+        """{'point': [x, y], 'neighbors': [training indices]} of one input in layer `layer`."""
+        projection, layer = self._projection(layer)
+        tokens, _, _ = self.resolve_input(request)
+        with self.lock:
+            ids = self.setup.encode([(tokens, None)])[0][0]
+            layers = dknn_lib.checked_activations(
+                self.setup.model.layer_activations([ids], 1), 'input')
+            result = self.dknn.predict_from_activations(layers)
+        nearest = result['neighbors'][0, layer][:self.settings.n_neighbors]
+        return {'point': embedding.query_point(layers, projection, layer),
+                'neighbors': [int(i) for i in nearest if i >= 0]}
 
     # ------------------------------------------------------------ input reduction
     def reduce(self, request, importance='gradient'):
@@ -298,42 +376,3 @@ class ExplorerSession:
                            'score': reduction.score_before}] +
                 [{'kept': [int(p) for p in kept], 'score': float(score)}
                  for kept, score in steps]}
-
-
-def layer_name(layer, n_layers):
-    return 'logits (last DkNN layer)' if layer == n_layers - 1 else \
-        'layer {} of {}'.format(layer + 1, n_layers)
-
-
-def probabilities(values, names, key='probabilities'):
-    """{'prediction': the argmax's name, key: [{'label', 'value'}]} of one (C,) vector."""
-    return {'prediction': names[int(np.argmax(values))],
-            key: [{'label': name, 'value': float(v)} for name, v in zip(names, values)]}
-
-
-def map_views(results, setup, names):
-    """{method: [Interpretation]} of one input -> a list of JSON maps, words with the
-    static pages' colours."""
-    if not results:
-        return []
-    view, = saliency_report.build_views(results, setup.vocab, names)
-    maps = []
-    for method_map, (method, (found,)) in zip(view.maps, results.items()):
-        words = []
-        for word, token, value in zip(method_map.words, found.tokens, method_map.importance):
-            r, g, b, alpha = saliency_report.word_colour(value, view.pair)
-            words.append({'word': word, 'unknown': token not in setup.vocab,
-                          'importance': None if np.isnan(value) else float(value),
-                          'colour': 'rgba({},{},{},{:.3f})'.format(r, g, b, alpha),
-                          'light_text': bool(alpha > 0.6)})
-        maps.append({'method': method, 'prediction': method_map.prediction,
-                     'score': float(method_map.score),
-                     'score_meaning': saliency.REGISTRY[method].score_meaning,
-                     'correct': method_map.correct, 'words': words})
-    return maps
-
-
-def legend(pair):
-    """The static pages' colour legend: [{'colour', 'name', 'meaning'}]."""
-    return [{'colour': 'rgb({},{},{})'.format(*rgb), 'name': name, 'meaning': meaning}
-            for rgb, name, meaning in saliency_report.legend_items(pair)]

@@ -16,6 +16,7 @@ from deepknn.neighbors.dknn_settings import DkNNSettings
 import cli_helpers
 import explore
 import predict
+import run_dknn
 import run_knn_representations
 from tests.models.test_transformer import write_tiny_checkpoint
 from nlp_utils import UserError
@@ -58,6 +59,7 @@ def test_the_app_gives_what_predict_py_gives(run, client, tmp_path):
     expected, = read_csv(stem + '.csv')
     answer = client.post('/api/predict', json={'text': sentence}).json()
     assert answer['input']['text'] == expected['text'] == 'the movie was great <zzz>'
+    assert answer['input']['pieces'] is None          # whole words: nothing to show
     assert ' '.join(answer['input']['unknown']) == expected['unknown_words'] == 'zzz'
     assert answer['softmax']['prediction'] == expected['prediction'] == 'pos'
     top = max(v['value'] for v in answer['softmax']['probabilities'])
@@ -318,6 +320,14 @@ def test_a_pretrained_transformer_run_is_explored_like_a_cnn(tmp_path, data_file
         calibration.softmax(logits)[0].tolist(), abs=1e-6)
     assert len(answer['neighbors']) == len(session.setup.model.layer_activations([ids]))
     assert [m['method'] for m in answer['maps']] == list(METHODS)
+    word_pieces = session.setup.model.wordpieces
+    typed = client.post('/api/predict', json={'text': 'the movie was unbelievable'}).json()['input']
+    assert typed['words'] == ['the', 'movie', 'was', 'unbelievable']
+    assert typed['pieces'] == [[word_pieces.tokenizer.id_to_token(i)
+                                for i in word_pieces.tokenizer.encode(
+                                    word, add_special_tokens=False).ids] or ['[UNK]']
+                               for word in typed['words']]
+    assert typed['pieces'][-1] == ['un', '##believ', '##able']   # the split is shown
     steps = client.post('/api/reduce', json={'text': 'the movie was good'}).json()['steps']
     assert steps[0]['kept'] == [0, 1, 2, 3] and len(steps[-1]['kept']) >= 1
 
@@ -391,3 +401,245 @@ def test_odd_requests_are_a_4xx_with_one_line_never_a_500(client, request_kind):
                              headers={'content-type': 'application/json'})
     assert 400 <= answer.status_code < 500, answer.text
     assert '\n' not in answer.json()['error']
+
+
+def test_a_split_evaluation_is_cached_on_disk_and_reused_after_a_restart(run, monkeypatch):
+    first = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
+    rows = first.table('dev').page(explorer.queries.Query(per_page=200))
+    folder = os.path.dirname(run)
+    assert any(name.startswith('explorer_split_dev_') for name in os.listdir(folder))
+    monkeypatch.setattr(explorer.split_cache, 'evaluate',
+                        lambda *a, **k: pytest.fail('evaluated again'))
+    again = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
+    assert again.table('dev').page(explorer.queries.Query(per_page=200)) == rows
+    other_k = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K - 1)))
+    with pytest.raises(pytest.fail.Exception, match='evaluated again'):
+        other_k.table('dev')     # other DkNN settings: another key, computed anew
+
+
+def test_run_dknn_predictions_are_reused_where_settings_match(run, monkeypatch):
+    run_dknn.main(['--model-setup', run, '--k', '3', '--split', 'test'])
+    folder = os.path.dirname(run)
+    saved = np.load(os.path.join(folder, 'dknn_predictions_test_faiss_k3.npz'))
+    monkeypatch.setattr(explorer.split_cache, 'evaluate',
+                        lambda *a, **k: pytest.fail('evaluated again'))
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=3)))
+    table = session.table('test')
+    assert np.array_equal(table.dknn_prediction, saved['prediction'])
+    assert np.array_equal(table.credibility, saved['credibility'])
+    assert np.array_equal(table.softmax, saved['softmax_probability'])
+    expected = session.setup.model.layer_activations([x for x, _ in session.setup.test])[-2]
+    assert table.hidden == pytest.approx(expected, abs=1e-5)   # computed when first needed
+    kdtree = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(
+        k=3, backend='kdtree')))
+    with pytest.raises(pytest.fail.Exception, match='evaluated again'):
+        kdtree.table('test')     # another backend: run_dknn.py's file is not reused
+
+
+def test_evaluation_reports_progress_block_by_block(session, client):
+    seen = []
+    examples = session.examples['test']
+    columns = explorer.split_cache.evaluate(session.setup, session.dknn, examples, 7,
+                                            lambda done, total: seen.append((done, total)))
+    assert seen[-1][0] == seen[-1][1] == len(seen) and len(columns['softmax']) == len(examples)
+    assert client.get('/api/progress', params={'split': 'test'}).json() is None   # idle
+
+
+@pytest.mark.parametrize('flags, fragment', [
+    (['--port', '80000'], 'port number from 1 to 65535'),
+    (['--neighbors', '0'], '--neighbors'),
+    (['--split', 'nosuch'], '--split'),
+    (['--eval-file', 'missing.txt'], '--eval-file missing.txt is not a file'),
+])
+def test_a_bad_flag_is_one_line_before_the_model_loads(run, capsys, monkeypatch, flags,
+                                                       fragment):
+    monkeypatch.setattr(explorer.model_setup, 'load_setup',
+                        lambda *a: pytest.fail('loaded the model first'))
+    status, err = cli_helpers.cli(explore.main, ['--model-setup', run] + flags, capsys)
+    cli_helpers.assert_one_line_error(status, err, fragment)
+
+
+def test_the_metrics_panel_gives_run_dknns_accuracy_and_sklearns_confusion(run, client):
+    from sklearn.metrics import confusion_matrix
+    report_path = run_dknn.evaluate_model(run_dknn.parse_args(
+        ['--model-setup', run, '--k', str(K), '--split', 'test']))[1]
+    with open(report_path) as f:
+        report = json.load(f)
+    saved = np.load(report_path.replace('dknn_', 'dknn_predictions_', 1)[:-5] + '.npz')
+    found = client.get('/api/metrics', params={'split': 'test'}).json()
+    softmax, dknn = found['classifiers']
+    assert found['n'] == report['n_examples'] == 60
+    assert softmax['accuracy'] == pytest.approx(report['softmax_accuracy'], abs=1e-12)
+    assert dknn['accuracy'] == pytest.approx(report['dknn_accuracy'], abs=1e-12)
+    gold = saved['label']
+    assert dknn['confusion'] == confusion_matrix(gold, saved['prediction']).tolist()
+    assert softmax['confusion'] == confusion_matrix(
+        gold, saved['softmax_probability'].argmax(axis=1)).tolist()
+    bins = calibration.reliability_bins(saved['credibility'], saved['prediction'] == gold, 10)
+    assert [b['count'] for b in dknn['reliability']['bins']] == bins['count'].tolist()
+    assert [b['accuracy'] for b in dknn['reliability']['bins'] if b['count']] == pytest.approx(
+        bins['accuracy'][bins['count'] > 0].tolist())
+    assert client.get('/api/metrics', params={'split': 'nope'}).status_code == 400
+
+
+def test_the_editors_diff_is_that_of_two_predict_calls(session, client):
+    original = {'split': 'test', 'index': 3}
+    before = session.predict(original, all_layers=True)
+    text = before['input']['editable']['text']
+    assert session.setup.tokenize(text) == session.examples['test'][3][0]   # opens as typed
+    edited = {'text': 'not ' + text + ' awful awful'}
+    after = session.predict(edited, all_layers=True)
+    found = client.post('/api/edit', json={'original': original, 'edited': edited,
+                                           'all_layers': True}).json()
+    assert found['before'] == before and found['after'] == after
+    diff = found['diff']
+    assert diff['softmax']['before'] == before['softmax']['prediction']
+    assert diff['softmax']['after'] == after['softmax']['prediction']
+    assert [v['delta'] for v in diff['softmax']['values']] == pytest.approx(
+        [a['value'] - b['value'] for a, b in zip(after['softmax']['probabilities'],
+                                                 before['softmax']['probabilities'])])
+    assert diff['credibility']['after'] - diff['credibility']['before'] == pytest.approx(
+        after['dknn']['credibility'] - before['dknn']['credibility'])
+    ops = [w['op'] for w in diff['words']]
+    assert ops == ['added'] + ['same'] * len(before['input']['words']) + ['added'] * 2
+    for layer, old, new in zip(diff['neighbors'], before['neighbors'], after['neighbors']):
+        old_ids = {i['index'] for i in old['items']}
+        new_ids = {i['index'] for i in new['items']}
+        assert {i['index'] for i in layer['entered']} == new_ids - old_ids
+        assert {i['index'] for i in layer['left']} == old_ids - new_ids
+        assert set(layer['stayed']) == old_ids & new_ids
+    first_map = diff['maps'][0]
+    kept = [w for w in first_map['words'] if w['op'] == 'same']
+    assert [w['before'] for w in kept] == [w['importance'] for w in before['maps'][0]['words']]
+    assert client.post('/api/edit', json={'original': original}).json()['error'].startswith(
+        'request: send a JSON object')
+
+
+def test_search_and_prediction_sorts_select_what_a_direct_computation_selects(session, client):
+    table = session.table('test')
+    answer = client.get('/api/dataset', params={'split': 'test', 'search': 'GREAT',
+                                                'per_page': 200}).json()
+    assert [r['index'] for r in answer['rows']] == [
+        i for i, text in enumerate(table.texts) if 'great' in text.lower()]
+    assert 0 < answer['n_matching'] < 60
+    for column, values in (('softmax_prediction', table.softmax_prediction),
+                           ('dknn_prediction', table.dknn_prediction)):
+        answer = client.get('/api/dataset', params={'split': 'test', 'sort': column,
+                                                    'order': 'desc', 'per_page': 200}).json()
+        assert [r['index'] for r in answer['rows']] == list(np.argsort(-values, kind='stable'))
+    too_long = client.get('/api/dataset', params={'split': 'test', 'search': 'x' * 201})
+    assert too_long.status_code == 400 and too_long.json()['error'].startswith('search has 201')
+
+
+def test_the_selection_downloads_as_csv_with_formulas_neutralised(session, client):
+    response = client.get('/api/dataset.csv', params={'split': 'test', 'wrong': 'either',
+                                                      'sort': 'credibility', 'page': '2'})
+    assert response.status_code == 200 and response.headers['content-type'].startswith('text/csv')
+    assert 'test_selection.csv' in response.headers['content-disposition']
+    rows = list(csv.DictReader(response.text.splitlines()))
+    table = session.table('test')
+    expected = table.matching(explorer.queries.Query(wrong='either', sort='credibility'))
+    assert [int(r['index']) for r in rows] == list(expected)        # every page, in order
+    assert [float(r['credibility']) for r in rows] == pytest.approx(
+        table.credibility[expected], abs=1e-6)
+    assert [r['text'] for r in rows] == [table.texts[i] for i in expected]
+    evil = {'index': 0, 'text': '=HYPERLINK("http://x")', 'gold': '+1', 'softmax_prediction': '@a',
+            'softmax_probability': 0.5, 'dknn_prediction': None, 'credibility': None}
+    text = explorer_app.queries.selection.csv_text([evil, dict(evil, text='-2+3', gold='ok')])
+    assert text.splitlines()[1] == ('"0","\'=HYPERLINK(""http://x"")","\'+1","\'@a",'
+                                    '"0.500000","",""')
+    assert list(csv.reader(text.splitlines()))[2][1:3] == ["'-2+3", 'ok']
+
+
+def test_the_embedding_is_sklearns_pca_and_places_a_query_by_it(session, client, run,
+                                                                 monkeypatch):
+    from sklearn.decomposition import PCA
+    layer = 2
+    points = client.get('/api/embedding', params={'layer': str(layer)}).json()
+    train = session.setup.model.layer_activations([x for x, _ in session.setup.train])[layer]
+    expected = PCA(n_components=2).fit_transform(train.astype(np.float64))
+    found = np.array([points['x'], points['y']]).T
+    signs = np.sign((found * expected).sum(axis=0))     # each axis up to its sign
+    assert found == pytest.approx(expected * signs, abs=2e-4)
+    assert points['n'] == len(session.setup.train) and points['name'] == 'layer 3 of 4'
+    assert points['gold'] == [y for _, y in session.setup.splits.train]
+    assert points['prediction'] == session.table('train').dknn_prediction.tolist()
+    answer = client.post('/api/embed', json={'text': 'the movie was great', 'layer': layer}).json()
+    query = session.setup.model.layer_activations([session.setup.encode(
+        [(['the', 'movie', 'was', 'great'], None)])[0][0]])[layer]
+    pca = PCA(n_components=2).fit(train.astype(np.float64))
+    assert answer['point'] == pytest.approx((pca.transform(query)[0] * signs).tolist(), abs=2e-4)
+    view = session.predict({'text': 'the movie was great'}, all_layers=True)
+    assert answer['neighbors'] == [i['index'] for i in view['neighbors'][layer]['items']]
+    monkeypatch.setattr(explorer.embedding, 'fit_projection',
+                        lambda *a: pytest.fail('fitted again'))
+    again = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K)))
+    assert again.embedding(layer)['x'] == points['x']            # read from the run folder
+    bad = client.get('/api/embedding', params={'layer': '9'})
+    assert bad.status_code == 400 and bad.json()['error'].startswith('layer must be an integer')
+
+
+def test_the_pca_is_fitted_on_a_seeded_sample_and_projects_every_row():
+    rng = np.random.RandomState(0)
+    vectors = rng.normal(size=(500, 6)) * [5, 3, 1, 1, 1, 1]
+    mean, components = explorer.embedding.fit_projection(vectors, sample=200)
+    again = explorer.embedding.fit_projection(vectors, sample=200)
+    assert np.array_equal(mean, again[0]) and np.array_equal(components, again[1])
+    assert explorer.embedding.project(vectors, mean, components).shape == (500, 2)
+    assert abs(components[0][0]) > 0.9 and abs(components[1][1]) > 0.9   # the wide axes
+
+
+@pytest.fixture(scope='module')
+def second_run(tmp_path_factory, data_files):  # noqa: F811
+    out = tmp_path_factory.mktemp('explorer') / 'custom_cnn_seed3'
+    train(out, data_files, '--seed', '3', '--unit', '12')
+    return str(out / 'args.json')
+
+
+def test_compare_gives_the_disagreements_of_the_two_runs_prediction_files(run, second_run,
+                                                                         session):
+    other = explorer.ExplorerSession.open(second_run, explorer.Settings(DkNNSettings(k=K)))
+    client = TestClient(explorer_app.make_app(session, other=other))
+    saved = []
+    for args in (run, second_run):
+        report_path = run_dknn.evaluate_model(run_dknn.parse_args(
+            ['--model-setup', args, '--k', str(K), '--split', 'test']))[1]
+        saved.append(np.load(report_path.replace('dknn_', 'dknn_predictions_', 1)[:-5] + '.npz'))
+    expected = {'softmax': np.flatnonzero(saved[0]['softmax_probability'].argmax(axis=1)
+                                          != saved[1]['softmax_probability'].argmax(axis=1)),
+                'dknn': np.flatnonzero(saved[0]['prediction'] != saved[1]['prediction'])}
+    assert len(expected['softmax']) + len(expected['dknn']) > 0     # the runs differ
+    for kind, rows in expected.items():
+        found = client.get('/api/compare/disagreements', params={
+            'split': 'test', 'kind': kind, 'per_page': 200}).json()
+        assert [r['index'] for r in found['rows']] == rows.tolist()
+        assert found['n_matching'] == len(rows) and found['n_' + kind] == len(rows)
+        for r in found['rows']:
+            assert r['a']['softmax_prediction'] == session.setup.label_names[
+                saved[0]['softmax_probability'][r['index']].argmax()]
+    both = client.post('/api/compare/predict', json={'text': 'a great movie'}).json()
+    assert both['a'] == session.predict({'text': 'a great movie'})
+    assert both['b'] == other.predict({'text': 'a great movie'})
+    assert client.get('/api/info').json()['compare']['model'] == other.description
+    bad = client.get('/api/compare/disagreements', params={'kind': 'both'})
+    assert bad.status_code == 400 and bad.json()['error'].startswith('kind must be one of')
+    assert TestClient(explorer_app.make_app(session)).post(
+        '/api/compare/predict', json={'text': 'a'}).status_code == 404
+    fewer = explorer.queries.SplitTable.evaluate('test', session.examples['test'][:10],
+                                                 other.setup, other.dknn)
+    with pytest.raises(UserError, match='split test differs between the two runs'):
+        explorer_app.compare.disagreements(session.table('test'), fewer, 'softmax',
+                                       explorer.queries.Query())
+
+
+def test_compare_refuses_runs_of_other_labels_in_one_line(run, tmp_path, capsys, monkeypatch):
+    out = train_snli_bilstm(tmp_path)
+    status, err = cli_helpers.cli(explore.main, ['--model-setup', run, '--compare',
+                                                 str(out / 'args.json'), '--k', str(K)], capsys)
+    # the runs load first (their progress bars), then one error line
+    errors = [line for line in err if line.startswith('error')]
+    assert status == 2 and errors == err[-1:] and 'has labels' in err[-1]
+    assert err[-1].startswith('error: --compare: ') and err[-1].endswith('of the same dataset')
+    status, err = cli_helpers.cli(explore.main, ['--model-setup', run, '--compare', run,
+                                                 '--export', str(tmp_path / 'x')], capsys)
+    cli_helpers.assert_one_line_error(status, err, '--compare serves two runs')

@@ -25,8 +25,13 @@ const bdi = (text) => el('bdi', {}, text);
 const fmt = (value) => (value === null || value === undefined ? '—' : value.toFixed(3));
 const main = () => document.getElementById('view');
 
+// An error goes under the view's form (or on top): what was typed or chosen stays.
 function showError(message) {
-  main().replaceChildren(el('p', {class: 'error', id: 'error'}, bdi(message)));
+  const view = main();
+  view.querySelectorAll('#error, .busy').forEach((node) => node.remove());
+  const line = el('p', {class: 'error', id: 'error', role: 'alert'}, bdi(message));
+  const form = view.querySelector('form');
+  if (form) form.after(line); else view.prepend(line);
 }
 
 // ------------------------------------------------------------------ data sources
@@ -43,8 +48,12 @@ const serverApi = {
   info: () => request('api/info'),
   predict: (body) => request('api/predict', body),
   reduce: (body) => request('api/reduce', body),
+  edit: (body) => request('api/edit', body),
   dataset: (params) => request('api/dataset?' + new URLSearchParams(params)),
   training: (split) => request('api/training?' + new URLSearchParams({split})),
+  metrics: (split) => request('api/metrics?' + new URLSearchParams({split})),
+  embedding: (layer) => request('api/embedding?' + new URLSearchParams({layer})),
+  embed: (body) => request('api/embed', body),
 };
 
 // The static export holds a few examples with every answer precomputed.
@@ -57,36 +66,27 @@ const staticApi = {
     return found;
   },
   reduce: async () => { throw new Error('input reduction needs the running explore.py'); },
+  edit: async () => { throw new Error('an edited text needs the running explore.py'); },
   dataset: async (params) => pageOf(STATIC.rows[params.split] || [], params, params.split),
   training: async () => { throw new Error('the training-set view needs the running explore.py'); },
+  embedding: async () => {
+    if (!STATIC.embedding) throw new Error('this export has no embedding (its run has no DkNN)');
+    return STATIC.embedding.points;
+  },
+  embed: async () => { throw new Error('placing typed text needs the running explore.py'); },
+  metrics: async (split) => {
+    if (!(STATIC.metrics || {})[split]) throw new Error('this export holds the metrics of '
+      + Object.keys(STATIC.metrics || {}).join(', ') + ' only');
+    return STATIC.metrics[split];
+  },
 };
 const api = STATIC ? staticApi : serverApi;
 
-// The server's filters and sort (deepknn/explorer/queries.py) over the exported rows.
-function pageOf(rows, params, split) {
-  const wrongs = {
-    '': () => true,
-    softmax: (r) => r.softmax_prediction !== r.gold,
-    dknn: (r) => (r.dknn_prediction || r.softmax_prediction) !== r.gold,
-    either: (r) => r.softmax_prediction !== r.gold
-      || (r.dknn_prediction || r.softmax_prediction) !== r.gold,
-  };
-  const maxCred = Number(params.max_credibility || 1);
-  let found = rows.filter((r) => wrongs[params.wrong || ''](r)
-    && (r.credibility === null || maxCred >= 1 || r.credibility <= maxCred)
-    && (!params.label || r.gold === params.label));
-  const key = params.sort || 'index';
-  const value = (r) => (key === 'credibility' && r.credibility === null
-    ? r.softmax_probability : r[key]);
-  const sign = params.order === 'desc' ? -1 : 1;
-  found = found.map((r, i) => [r, i]).sort(([a, i], [b, j]) =>
-    (value(a) < value(b) ? -sign : value(a) > value(b) ? sign : i - j)).map(([r]) => r);
-  const perPage = Number(params.per_page || 25);
-  const nPages = Math.max(1, Math.ceil(found.length / perPage));
-  const page = Math.min(Number(params.page || 1), nPages);
-  return {split, n_total: rows.length, n_matching: found.length, page, n_pages: nPages,
-          per_page: perPage, rows: found.slice((page - 1) * perPage, page * perPage)};
-}
+// While the server evaluates a split, `line` says how far it is (every half second).
+const pollProgress = (split, line) => setInterval(() => request('api/progress?'
+  + new URLSearchParams({split})).then((p) => {
+  if (p && p.total) line.textContent = 'evaluating ' + split + ': block ' + p.done + ' of ' + p.total + '…';
+}).catch(() => {}), 500);
 
 // ------------------------------------------------------------------ routing
 let INFO = null;
@@ -100,14 +100,20 @@ function route() {
   if (parts[0] === 'example') return inputView({split: parts[1], index: Number(parts[2])});
   if (parts[0] === 'dataset') return datasetView(params);
   if (parts[0] === 'training') return trainingView(params);
+  if (parts[0] === 'metrics') return metricsView(params);
+  if (parts[0] === 'embedding') return embeddingView(params);
+  if (parts[0] === 'compare') return compareView(params);
   return inputView(params.text !== undefined || params.hypothesis !== undefined ? params : null);
 }
 
 // Going to the current address again (the same sentence twice) redraws it.
 const go = (hash) => { if (location.hash === hash) route(); else location.hash = hash; };
+// In a static export only the exported examples have an input view: others are plain text.
 const exampleLink = (split, index, ...children) =>
-  el('a', {href: '#/example/' + encodeURIComponent(split) + '/' + index,
-           class: 'example-link'}, ...children);
+  (STATIC && !(STATIC.examples[split] || {})[index]
+    ? el('span', {class: 'example-unlinked', title: 'not in this export'}, ...children)
+    : el('a', {href: '#/example/' + encodeURIComponent(split) + '/' + index,
+               class: 'example-link'}, ...children));
 
 // ------------------------------------------------------------------ input view
 function inputForm(input) {
@@ -122,30 +128,58 @@ function inputForm(input) {
     event.preventDefault();
     const params = new URLSearchParams();
     fields.forEach((name) => params.set(name, form.elements[name].value));
+    if (form.dataset.fromSplit !== undefined) {    // an edit of a stored example
+      params.set('from_split', form.dataset.fromSplit);
+      params.set('from_index', form.dataset.fromIndex);
+    }
     go('#/input?' + params);
   });
+  if (input && input.from_split !== undefined) {
+    form.dataset.fromSplit = input.from_split;
+    form.dataset.fromIndex = input.from_index;
+  }
   return form;
 }
 
 async function inputView(input) {
   const view = main();
-  view.replaceChildren(inputForm(input && input.split === undefined ? input : null));
+  const form = inputForm(input && input.split === undefined ? input : null);
+  view.replaceChildren(form);
   if (!input) return;
   view.appendChild(el('p', {class: 'busy'}, 'computing…'));
-  let answer;
+  const edited = input.from_split !== undefined;
+  const request = Object.fromEntries(Object.entries(input).filter(([name]) =>
+    !name.startsWith('from_')));
+  let answer, edit;
   try {
-    answer = await api.predict(Object.assign({}, input, {all_layers: STATIC !== null}));
+    if (edited) {
+      edit = await api.edit({original: {split: input.from_split, index: Number(input.from_index)},
+                             edited: request, all_layers: STATIC !== null});
+      answer = edit.after;
+    } else answer = await api.predict(Object.assign({}, request, {all_layers: STATIC !== null}));
   } catch (problem) { return showError(problem.message); }
   view.querySelector('.busy').remove();
+  if (input.split !== undefined) fillForm(form, answer);
+  if (edited) view.appendChild(diffPanel(edit, {split: input.from_split, index: input.from_index}));
   view.appendChild(predictionPanel(answer));
   view.appendChild(mapsPanel(answer));
-  view.appendChild(neighborsPanel(answer, input));
-  if (!STATIC) view.appendChild(reductionPanel(input));
+  view.appendChild(neighborsPanel(answer, request));
+  if (!STATIC) view.appendChild(reductionPanel(request));
 }
 
 function probabilityList(values) {
   return values.map((v) => el('span', {class: 'probability'}, bdi(v.label), ' ',
                               fmt(v.value))).reduce((a, b) => [a, ' · ', b]);
+}
+
+// A transformer reads word pieces: each word's pieces, a word split in several outlined.
+function piecesLine(input) {
+  const groups = (words, pieces) => words.map((word, i) => [el('span', {
+    class: 'pieces' + (pieces[i].length > 1 ? ' split' : ''), title: word},
+  pieces[i].map((piece) => el('span', {class: 'piece'}, bdi(piece)))), ' ']);
+  return el('p', {id: 'word-pieces'}, 'Word pieces the model reads (a split word outlined): ',
+    input.premise_pieces ? [groups(input.premise, input.premise_pieces), ' ‖ '] : null,
+    groups(input.words, input.pieces));
 }
 
 function predictionPanel(answer) {
@@ -178,6 +212,7 @@ function predictionPanel(answer) {
                 ', gold: ', el('b', {}, bdi(input.gold))) : null,
     input.premise ? el('p', {class: 'premise'}, 'Premise: ', bdi(input.premise.join(' '))) : null,
     el('p', {}, input.premise ? 'Hypothesis: ' : 'Input: ', bdi(input.words.join(' '))),
+    input.pieces ? piecesLine(input) : null,
     input.unknown.length ? el('p', {class: 'unknown', id: 'unknown-words'},
       'Not in the vocabulary (shown in angle brackets): ', bdi(input.unknown.join(' '))) : null,
     el('table', {class: 'predictions'}, rows));
@@ -219,7 +254,7 @@ function neighborsPanel(answer, input) {
         el('td', {}, bdi(item.label)), el('td', {}, fmt(item.distance)),
         el('td', {}, item.agrees ? 'yes' : 'no')))));
   }
-  if (!STATIC && answer.neighbors.length === 1) {
+  if (!STATIC && input && answer.neighbors.length === 1) {
     section.appendChild(el('button', {id: 'all-layers', onclick: async () => {
       try {
         const all = await api.predict(Object.assign({}, input, {all_layers: true}));
@@ -256,59 +291,6 @@ function reductionSteps(answer) {
       el('td', {}, fmt(step.score)))));
 }
 
-// ------------------------------------------------------------------ dataset view
-const DATASET_DEFAULTS = {split: 'test', page: '1', per_page: '25', sort: 'index',
-                          order: 'asc', wrong: '', max_credibility: '1', label: ''};
-
-async function datasetView(given) {
-  const params = Object.assign({}, DATASET_DEFAULTS, given);
-  if (STATIC && !given.split) params.split = Object.keys(STATIC.rows)[0];
-  const view = main();
-  view.replaceChildren(el('p', {class: 'busy'}, 'loading ' + params.split + '…'));
-  let page;
-  try { page = await api.dataset(params); } catch (problem) { return showError(problem.message); }
-  const change = (update) => go('#/dataset?' + new URLSearchParams(
-    Object.assign({}, params, {page: '1'}, update)));
-  const select = (name, options) => el('select', {id: 'filter-' + name, onchange: (e) =>
-    change({[name]: e.target.value})}, options.map(([value, label]) =>
-    el('option', {value, selected: params[name] === value}, label)));
-  const splits = STATIC ? Object.keys(STATIC.rows) : Object.keys(INFO.splits);
-  const controls = el('form', {class: 'controls', onsubmit: (e) => e.preventDefault()},
-    'split ', select('split', splits.map((s) => [s, s])),
-    ' show ', select('wrong', [['', 'all'], ['softmax', 'softmax wrong'],
-                               ['dknn', 'DkNN wrong'], ['either', 'either wrong']]),
-    ' gold ', select('label', [['', 'any']].concat(INFO.labels.map((l) => [l, l]))),
-    ' credibility ≤ ', el('input', {id: 'filter-credibility', type: 'number', min: 0, max: 1,
-      step: 0.05, value: params.max_credibility,
-      onchange: (e) => change({max_credibility: e.target.value})}));
-  const header = (column, label) => el('th', {}, el('a', {href: '#', class: 'sort',
-    onclick: (e) => { e.preventDefault(); change({sort: column, order:
-      params.sort === column && params.order === 'asc' ? 'desc' : 'asc'}); }},
-    label + (params.sort === column ? (params.order === 'asc' ? ' ▲' : ' ▼') : '')));
-  const table = el('table', {class: 'dataset', id: 'dataset-table'},
-    el('tr', {}, header('index', '#'), header('text', 'text'), header('gold', 'gold'),
-       el('th', {}, 'softmax'), header('softmax_probability', 'probability'),
-       el('th', {}, 'DkNN'), header('credibility', 'credibility')),
-    page.rows.map((row) => el('tr', {class: 'row'},
-      el('td', {}, String(row.index)),
-      el('td', {}, exampleLink(page.split, row.index, bdi(row.text))),
-      el('td', {}, bdi(row.gold)),
-      el('td', {class: row.softmax_prediction === row.gold ? '' : 'wrong'},
-         bdi(row.softmax_prediction)),
-      el('td', {}, fmt(row.softmax_probability)),
-      el('td', {class: row.dknn_prediction === null || row.dknn_prediction === row.gold
-        ? '' : 'wrong'}, bdi(row.dknn_prediction || '—')),
-      el('td', {}, fmt(row.credibility)))));
-  const turn = (page_, label, id) => el('button', {id, disabled: page_ < 1
-    || page_ > page.n_pages, onclick: () => go('#/dataset?' + new URLSearchParams(
-      Object.assign({}, params, {page: String(page_)})))}, label);
-  view.replaceChildren(el('h2', {}, 'Dataset: ', bdi(page.split)), controls,
-    el('p', {id: 'dataset-count'}, page.n_matching + ' of ' + page.n_total
-       + ' examples match; page ' + page.page + ' of ' + page.n_pages),
-    table, el('p', {}, turn(page.page - 1, '← previous', 'previous-page'), ' ',
-              turn(page.page + 1, 'next →', 'next-page')));
-}
-
 // ------------------------------------------------------------------ training-set view
 function trainingList(title, id, note, items) {
   return el('section', {id}, el('h2', {}, title), el('p', {class: 'note'}, note),
@@ -325,9 +307,16 @@ function trainingList(title, id, note, items) {
 
 async function trainingView(params) {
   const split = params.split || 'test';
-  main().replaceChildren(el('p', {class: 'busy'}, 'computing retrievals…'));
+  const splits = Object.keys(INFO.splits).filter((s) => INFO.splits[s] > 0);
+  const busy = el('p', {class: 'busy', id: 'progress'}, 'computing retrievals…');
+  main().replaceChildren(el('form', {class: 'controls', onsubmit: (e) => e.preventDefault()},
+    'retrievals of the split ', el('select', {id: 'training-split', onchange: (e) =>
+      go('#/training?' + new URLSearchParams({split: e.target.value}))},
+    splits.map((s) => el('option', {value: s, selected: s === split}, s)))), busy);
+  const polling = STATIC ? null : pollProgress(split, busy);
   let view;
   try { view = await api.training(split); } catch (problem) { return showError(problem.message); }
+  finally { clearInterval(polling); }
   const sections = [trainingList('Most retrieved training examples', 'most-retrieved',
     'Each ' + split + ' example\'s ' + view.k + ' nearest training examples in the last '
     + 'hidden layer (Rajani et al. 2020); under each, the ' + split + ' examples that retrieved '
@@ -342,7 +331,7 @@ async function trainingView(params) {
   sections.push(trainingList('Candidate mislabeled: cleanlab (' + view.cleanlab.n_candidates
     + ')', 'cleanlab', 'cleanlab\'s confident learning on the vote of each training '
     + 'example\'s 10 nearest others, most suspicious first.', view.cleanlab.items));
-  main().replaceChildren(...sections);
+  busy.replaceWith(...sections);
 }
 
 // ------------------------------------------------------------------ start
@@ -352,6 +341,7 @@ async function start() {
     INFO.has_dknn ? 'DkNN k=' + INFO.k + ' (' + INFO.backend + ')' : 'no DkNN (no calibration split)',
     STATIC ? ' · static export. ' + (INFO.produced_by || '') : '');
   if (STATIC) document.querySelector('nav a[data-view="training"]').remove();
+  if (!INFO.compare) document.querySelector('nav a[data-view="compare"]').remove();
   window.addEventListener('hashchange', route);
   route();
 }
