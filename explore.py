@@ -23,6 +23,7 @@ from deepknn.explorer import app
 from deepknn.explorer import compare
 from deepknn.explorer import export
 from deepknn.explorer import session as explorer
+from deepknn.attribution import from_layers
 from deepknn.shift import trust
 from deepknn.shift.scorers import SCORERS
 from nlp_utils import UserError
@@ -45,6 +46,11 @@ def parse_args(argv=None):
                         help='allow a --host other than this machine (prints a warning)')
     parser.add_argument('--neighbors', type=cli.positive_int, default=10,
                         help='training examples shown per layer (default 10)')
+    parser.add_argument('--attribution', choices=list(from_layers.FROM_LAYERS) + ['none'],
+                        default=from_layers.DEFAULT,
+                        help='training-data attribution shown beside the neighbours: the '
+                             'training examples that most support the prediction '
+                             '(docs/attribution.md; default %(default)s)')
     parser.add_argument('--max-characters', type=cli.positive_int,
                         default=explorer.MAX_CHARACTERS,
                         help='longest text a user may type (default %(default)s)')
@@ -82,6 +88,8 @@ def open_session(args, model_setup=None):
     """The ExplorerSession of --model-setup (or `model_setup`) with the flags' settings."""
     settings = explorer.Settings(cli.dknn_settings(args, None), n_neighbors=args.neighbors,
                                  trust=args.trust, max_characters=args.max_characters,
+                                 attribution=None if args.attribution == 'none' else
+                                 args.attribution,
                                  gpu=args.gpu, data_dir=args.data_dir)
     session = explorer.ExplorerSession.open(model_setup or args.model_setup, settings)
     for path in args.eval_file:

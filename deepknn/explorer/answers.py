@@ -55,3 +55,16 @@ def legend(pair):
     """The static pages' colour legend: [{'colour', 'name', 'meaning'}]."""
     return [{'colour': 'rgb({},{},{})'.format(*rgb), 'name': name, 'meaning': meaning}
             for rgb, name, meaning in saliency_report.legend_items(pair)]
+
+
+def attribution_view(method, indices, scores, prediction, train, setup):
+    """{'method', 'items': [{index, text, label, score, agrees}]} of one input's top
+    training examples by an attribution method; agrees: the example's label is the
+    softmax prediction the method explains."""
+    items = []
+    for index, score in zip(indices, scores):
+        tokens, label = train[int(index)]
+        items.append({'index': int(index), 'label': setup.label_names[label],
+                      'text': saliency_report.example_text(tokens, setup.vocab),
+                      'score': float(score), 'agrees': int(label) == prediction})
+    return {'method': method, 'items': items}

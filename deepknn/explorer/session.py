@@ -20,6 +20,7 @@ import os
 import threading
 from typing import Optional
 
+import numpy as np
 
 from deepknn.evaluation import calibration
 from deepknn.neighbors import dknn as dknn_lib
@@ -34,6 +35,7 @@ from deepknn.explorer import split_cache
 from deepknn.feng import input_reduction
 from deepknn.reports import saliency_report
 from deepknn.interpret.saliency_scores import DEFAULT_NORMALIZATION, NORMALIZATIONS
+from deepknn.attribution import from_layers
 from deepknn.shift import trust as trust_lib
 from nlp_utils import UserError
 
@@ -50,6 +52,8 @@ class Settings:
         default_factory=dknn_settings.DkNNSettings)
     n_neighbors: int = 10         # training examples shown per layer
     trust: tuple = trust_lib.DEFAULT_TRUST   # trust scorers shown beside credibility
+    # training-data attribution shown beside the neighbours (from_layers.FROM_LAYERS; None: none)
+    attribution: Optional[str] = from_layers.DEFAULT
     max_characters: int = MAX_CHARACTERS
     reuse_evaluations: bool = True   # read split evaluations cached on disk (split_cache)
     gpu: int = -1
@@ -98,6 +102,7 @@ class ExplorerSession:
         self.training_views = {}    # shown split -> queries.training_view
         self.progress = {}          # name -> {'done', 'total'} blocks of a split being evaluated
         self.projections = {}       # DkNN layer -> embedding.layer_projection
+        self.explainer = None       # from_layers.LayerAttribution, fitted on first use
 
     @classmethod
     def open(cls, model_setup_path, settings, purpose='explorer'):
@@ -264,7 +269,23 @@ class ExplorerSession:
                                   trust={name: float(scores[0])
                                          for name, scores in trusted.items()})
             answer['neighbors'] = self.neighbor_views(result, all_layers)
+            answer['attribution'] = self.attribution_view(layers)
         return answer
+
+    def attribution_view(self, layers):
+        """The training examples that most support the softmax prediction of one input
+        (layers: its DkNN layers), by settings.attribution; None without one."""
+        if self.settings.attribution is None:
+            return None
+        with self.lock:
+            if self.explainer is None:
+                self.explainer = from_layers.LayerAttribution(
+                    self.settings.attribution, self.dknn.train_activations,
+                    [label for _, label in self.examples['train']], self.settings.dknn.k)
+            prediction = int(np.argmax(layers[-1][0]))
+            ids, scores = self.explainer.top(layers, [prediction], self.settings.n_neighbors)
+        return answers.attribution_view(self.settings.attribution, ids[0], scores[0],
+                                        prediction, self.examples['train'], self.setup)
 
     def describe_input(self, tokens, gold, source):
         vocab = self.setup.vocab

@@ -105,6 +105,36 @@ def test_neighbours_are_the_nearest_training_examples_by_brute_force(session, cl
     assert last_only['neighbors'] == answer['neighbors'][-1:]
 
 
+def test_the_attribution_column_is_grad_cos_over_the_training_layers(session, client):
+    """The input view's training-data attribution (default grad-cos): the top training
+    examples equal the cosine of closed-form last-layer gradients, computed here."""
+    answer = client.post('/api/predict', json={'split': 'test', 'index': 0}).json()
+    setup = session.setup
+    assert answer['attribution']['method'] == 'grad-cos'
+    train_layers = setup.model.layer_activations([x for x, _ in setup.train])
+    query = setup.model.layer_activations([setup.test[0][0]])
+    labels = np.array([label for _, label in setup.splits.train])
+    prediction = int(np.argmax(query[-1][0]))
+
+    def gradients(features, logits, classes):
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        p[np.arange(len(classes)), classes] -= 1
+        with_bias = np.c_[features, np.ones(len(features))]
+        return (p[:, :, None] * with_bias[:, None, :]).reshape(len(features), -1)
+    g_train = gradients(train_layers[-2].astype(float), train_layers[-1].astype(float), labels)
+    g_query = gradients(query[-2].astype(float), query[-1].astype(float), [prediction])[0]
+    cosines = g_train @ g_query / np.linalg.norm(g_train, axis=1) / np.linalg.norm(g_query)
+    best = np.lexsort((np.arange(len(cosines)), -cosines))[:10]
+    items = answer['attribution']['items']
+    assert [item['index'] for item in items] == best.tolist()
+    assert [item['score'] for item in items] == pytest.approx(cosines[best], abs=1e-6)
+    for item in items:
+        label = setup.label_names[labels[item['index']]]
+        assert item['label'] == label
+        assert item['agrees'] == (label == answer['softmax']['prediction'])
+
+
 def test_dataset_pages_filter_sort_and_partition_the_split(session, client):
     setup = session.setup
     logits = setup.model.layer_activations([x for x, _ in setup.test])[-1]

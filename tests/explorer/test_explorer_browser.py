@@ -52,6 +52,8 @@ def views(driver, base, sentence, folder=None):
     seen['injected'] = len(driver.find_elements(By.CSS_SELECTOR, '#maps b, #prediction bdi b'))
     seen['neighbors'] = [e.text for e in driver.find_elements(
         By.CSS_SELECTOR, '#neighbors a.example-link')]
+    seen['attribution'] = [e.text for e in driver.find_elements(
+        By.CSS_SELECTOR, '#attribution a.example-link')]
     driver.find_element(By.ID, 'reduce').click()
     seen['reduction_steps'] = len(wait_for(driver, 'table.reduction').find_elements(
         By.CSS_SELECTOR, 'tr')) - 1
@@ -206,6 +208,7 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert seen['coloured'] == 4 * 12       # the markup stays text: '<', 'b', '>' are words
     assert seen['injected'] == 0
     assert len(seen['neighbors']) == K
+    assert seen['attribution'] == [item['text'] for item in expected['attribution']['items']]
     assert seen['layers'] == 4              # the CNN's DkNN layers
     expected_steps = len(session.reduce({'text': SENTENCE})['steps'])
     assert seen['reduction_steps'] == expected_steps > 1

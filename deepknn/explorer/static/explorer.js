@@ -164,6 +164,7 @@ async function inputView(input) {
   view.appendChild(predictionPanel(answer));
   view.appendChild(mapsPanel(answer));
   view.appendChild(neighborsPanel(answer, request));
+  if (answer.attribution) view.appendChild(attributionPanel(answer.attribution));
   if (!STATIC) view.appendChild(reductionPanel(request));
 }
 
@@ -264,6 +265,21 @@ function neighborsPanel(answer, input) {
   }
   if (!answer.neighbors.length) section.appendChild(el('p', {}, 'No DkNN for this run.'));
   return section;
+}
+
+function attributionPanel(attribution) {
+  return el('section', {id: 'attribution'},
+    el('h2', {}, 'Training examples the prediction rests on (' + attribution.method + ')'),
+    el('p', {class: 'note'}, 'The training examples that most support the softmax prediction '
+       + 'by training-data attribution (docs/attribution.md); agrees: the training label is '
+       + 'the prediction.'),
+    el('table', {class: 'neighbors'},
+      el('tr', {}, ['', 'text', 'label', 'score', 'agrees'].map((h) => el('th', {}, h))),
+      attribution.items.map((item, rank) => el('tr', {class: item.agrees ? 'agrees' : 'disagrees'},
+        el('td', {}, String(rank + 1)),
+        el('td', {}, exampleLink('train', item.index, bdi(item.text))),
+        el('td', {}, bdi(item.label)), el('td', {}, fmt(item.score)),
+        el('td', {}, item.agrees ? 'yes' : 'no')))));
 }
 
 function reductionPanel(input) {
