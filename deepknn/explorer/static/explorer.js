@@ -247,13 +247,7 @@ function neighborsPanel(answer, input) {
        + 'Distances are Euclidean in the layer\'s activations.'));
   for (const layer of answer.neighbors) {
     section.appendChild(el('h3', {}, layer.name));
-    section.appendChild(el('table', {class: 'neighbors'},
-      el('tr', {}, ['', 'text', 'label', 'distance', 'agrees'].map((h) => el('th', {}, h))),
-      layer.items.map((item, rank) => el('tr', {class: item.agrees ? 'agrees' : 'disagrees'},
-        el('td', {}, String(rank + 1)),
-        el('td', {}, exampleLink('train', item.index, bdi(item.text))),
-        el('td', {}, bdi(item.label)), el('td', {}, fmt(item.distance)),
-        el('td', {}, item.agrees ? 'yes' : 'no')))));
+    section.appendChild(trainingTable(layer.items, 'distance'));
   }
   if (!STATIC && input && answer.neighbors.length === 1) {
     section.appendChild(el('button', {id: 'all-layers', onclick: async () => {
@@ -273,13 +267,19 @@ function attributionPanel(attribution) {
     el('p', {class: 'note'}, 'The training examples that most support the softmax prediction '
        + 'by training-data attribution (docs/attribution.md); agrees: the training label is '
        + 'the prediction.'),
-    el('table', {class: 'neighbors'},
-      el('tr', {}, ['', 'text', 'label', 'score', 'agrees'].map((h) => el('th', {}, h))),
-      attribution.items.map((item, rank) => el('tr', {class: item.agrees ? 'agrees' : 'disagrees'},
-        el('td', {}, String(rank + 1)),
-        el('td', {}, exampleLink('train', item.index, bdi(item.text))),
-        el('td', {}, bdi(item.label)), el('td', {}, fmt(item.score)),
-        el('td', {}, item.agrees ? 'yes' : 'no')))));
+    trainingTable(attribution.items, 'score'));
+}
+
+// Ranked training examples: rank, text (a link to its view), label, `value` (the
+// item's distance or score) and whether the label agrees with the prediction.
+function trainingTable(items, value) {
+  return el('table', {class: 'neighbors'},
+    el('tr', {}, ['', 'text', 'label', value, 'agrees'].map((h) => el('th', {}, h))),
+    items.map((item, rank) => el('tr', {class: item.agrees ? 'agrees' : 'disagrees'},
+      el('td', {}, String(rank + 1)),
+      el('td', {}, exampleLink('train', item.index, bdi(item.text))),
+      el('td', {}, bdi(item.label)), el('td', {}, fmt(item[value])),
+      el('td', {}, item.agrees ? 'yes' : 'no'))));
 }
 
 function reductionPanel(input) {
