@@ -115,9 +115,13 @@ def study_runs(args, halves, subclasses):
         name = run_name(setup)
         long += report.long_rows(name, rows, study.forward_seconds)
         table += report.run_table(name, rows, study.forward_seconds)
-        lines.append('{}: {}; {} test inputs, checkpoints of epochs {}; LDS: {}.'.format(
-            name, model_setup.run_description(setup), len(study.gold), study.arrays.epochs,
-            '{} halves'.format(len(truth.masks)) if truth else 'no halves'))
+        lines.append('{}: {}; {} test inputs, checkpoints of epochs {}; LDS: {}; the arrays '
+                     '(layers{} of {} training and the test inputs) took {:.0f} s.'.format(
+                         name, model_setup.run_description(setup), len(study.gold),
+                         study.arrays.epochs,
+                         '{} halves'.format(len(truth.masks)) if truth else 'no halves',
+                         ', projected gradients' if settings.projected else '',
+                         len(study.train_labels), study.arrays_seconds))
         first = first or (rows, study)
     return long, table, lines, first
 
