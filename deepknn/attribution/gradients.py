@@ -22,6 +22,7 @@ import zlib
 import chainer
 import chainer.functions as F
 import numpy as np
+import tqdm
 
 from deepknn.evaluation.calibration import softmax
 from deepknn.attribution.base import Checkpoint, Representations, require
@@ -132,11 +133,13 @@ def _flatten(params, rows):
     return np.concatenate(parts)
 
 
-def per_example_gradients(model, xs, labels, projection=None, output='loss', chunk=32):
+def per_example_gradients(model, xs, labels, projection=None, output='loss', chunk=32,
+                          progress=None):
     """(n, P) float64: each input's gradient of `output` ('loss': the cross-entropy at
     its label; 'margin': log(p / (1 - p)) of its label) with respect to all parameters,
     dropout off, projected by `projection` (a GaussianProjection), or exact (n, D) for
-    projection=None. `chunk` inputs share each generation of R's rows. `model`: a
+    projection=None. `chunk` inputs share each generation of R's rows; `progress`: a
+    description to show a progress bar over the inputs with, or None. `model`: a
     Chain with forward(list of inputs) -> logits (B, C) and n_class (a TextClassifier);
     its parameters and their .grad are left untouched."""
     require(output in OUTPUTS, 'output', 'must be one of {}, got {!r}'.format(OUTPUTS, output))
@@ -148,6 +151,7 @@ def per_example_gradients(model, xs, labels, projection=None, output='loss', chu
             'chunk', 'must be a positive integer, got {!r}'.format(chunk))
     names, params = zip(*named_parameters(model)) if len(xs) else ((), ())
     blocks = []
+    bar = tqdm.tqdm(total=len(xs), desc=progress, unit='input', disable=progress is None)
     for start in range(0, len(xs), int(chunk)):
         chunk_rows = [_example_rows(model, params, x, label, output)
                       for x, label in zip(xs[start:start + chunk], labels[start:start + chunk])]
@@ -155,6 +159,8 @@ def per_example_gradients(model, xs, labels, projection=None, output='loss', chu
             blocks.append(np.stack([_flatten(params, rows) for rows in chunk_rows]))
         else:
             blocks.append(_project_chunk(names, chunk_rows, projection))
+        bar.update(len(chunk_rows))
+    bar.close()
     width = projection.dim if projection is not None else sum(
         p.size for _, p in named_parameters(model))
     return np.concatenate(blocks) if blocks else np.zeros((0, width))

@@ -76,17 +76,20 @@ class RunArrays:
     def epochs(self):
         return [epoch for epoch, _ in self.checkpoints]
 
-    def checkpoint(self, model, xs, labels):
-        """A Checkpoint of one model on inputs xs at classes `labels` (n,)."""
+    def checkpoint(self, model, xs, labels, name='final model'):
+        """A Checkpoint of one model (`name` for the progress bars) on inputs xs at
+        classes `labels` (n,)."""
         layers = model.layer_activations(xs, self.batchsize)
         probabilities = softmax(layers[-1])
         if self.projection is None:
             return Checkpoint(layers[-2], probabilities)
-        margin = gradients.per_example_gradients(model, xs, labels, self.projection, 'margin')
+        margin = gradients.per_example_gradients(model, xs, labels, self.projection, 'margin',
+                                                 progress='margin gradients, ' + name)
         if probabilities.shape[1] == 2:
             loss = loss_from_margin(margin, probabilities, labels)
         else:
-            loss = gradients.per_example_gradients(model, xs, labels, self.projection, 'loss')
+            loss = gradients.per_example_gradients(model, xs, labels, self.projection, 'loss',
+                                                   progress='loss gradients, ' + name)
         return Checkpoint(layers[-2], probabilities, loss_gradients=loss,
                           margin_gradients=margin)
 
@@ -96,8 +99,8 @@ class RunArrays:
         Checkpoint per checkpoint model (none where not `with_checkpoints`: the methods
         reading only the final model need none)."""
         labels = np.asarray(labels, dtype=np.int64)
-        checkpoints = [self.checkpoint(model, xs, labels)
-                       for _, model in self.checkpoints] if with_checkpoints else []
+        checkpoints = [self.checkpoint(model, xs, labels, 'epoch {}'.format(epoch))
+                       for epoch, model in self.checkpoints] if with_checkpoints else []
         layers = self.model.layer_activations(xs, self.batchsize)
         final = {}
         if self.projection is not None:    # grad-cos of projected gradients reads them
