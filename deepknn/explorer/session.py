@@ -138,6 +138,7 @@ class ExplorerSession:
                 'temperature': self.temperature, 'has_dknn': self.dknn is not None,
                 'splits': {name: len(examples) for name, examples in self.examples.items()},
                 'max_characters': self.settings.max_characters,
+                'accuracy': {name: table.accuracy() for name, table in list(self.tables.items())},
                 'legend': answers.legend(config.pair),
                 'normalization': '{} ({})'.format(
                     DEFAULT_NORMALIZATION, NORMALIZATIONS[DEFAULT_NORMALIZATION])}

@@ -479,6 +479,8 @@ def test_the_metrics_panel_gives_run_dknns_accuracy_and_sklearns_confusion(run, 
     assert [b['count'] for b in dknn['reliability']['bins']] == bins['count'].tolist()
     assert [b['accuracy'] for b in dknn['reliability']['bins'] if b['count']] == pytest.approx(
         bins['accuracy'][bins['count'] > 0].tolist())
+    header = client.get('/api/info').json()['accuracy']['test']      # shown in the header
+    assert header == {'softmax': softmax['accuracy'], 'dknn': dknn['accuracy']}
     assert client.get('/api/metrics', params={'split': 'nope'}).status_code == 400
 
 

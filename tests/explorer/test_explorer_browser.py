@@ -45,6 +45,7 @@ def views(driver, base, sentence, folder=None):
     seen = {}
     type_and_predict(driver, base, sentence)
     seen['softmax'] = driver.find_element(By.ID, 'softmax-prediction').text
+    seen['header'] = driver.find_element(By.ID, 'run').text
     seen['credibility'] = driver.find_element(By.ID, 'credibility').text
     seen['trust'] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, 'tr.trust th')]
     seen['maps'] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, 'tr.map td.method')]
@@ -229,6 +230,8 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert seen['accuracy'] == {'softmax': '{:.4f}'.format(report['softmax_accuracy']),
                                 'dknn': '{:.4f}'.format(report['dknn_accuracy'])}
     assert seen['reliability'] == 2
+    assert 'test accuracy: softmax {:.4f}, DkNN {:.4f}'.format(
+        report['softmax_accuracy'], report['dknn_accuracy']) in seen['header']
     before = session.predict({'split': 'test', 'index': 3})
     after = session.predict({'text': before['input']['editable']['text'] + ' awful awful'})
     assert seen['filled'] == before['input']['editable']['text']
@@ -306,16 +309,23 @@ def test_the_static_export_pages_rows_as_the_server_does(run, tmp_path):
 
 @pytest.mark.skipif(not os.environ.get('EXPLORER_SCREENSHOTS'),
                     reason='README screenshots: set EXPLORER_SCREENSHOTS=folder and '
-                           'EXPLORER_RUN=args.json of a trained run')
+                           'EXPLORER_RUN=args.json of a trained run (EXPLORER_COMPARE=args.json '
+                           'of a second run of its dataset adds the Compare view)')
 def test_screenshots_of_a_real_run():
     folder = os.environ['EXPLORER_SCREENSHOTS']
     os.makedirs(folder, exist_ok=True)
     session = explorer.ExplorerSession.open(os.environ['EXPLORER_RUN'], explorer.Settings())
+    other = explorer.ExplorerSession.open(os.environ['EXPLORER_COMPARE'], explorer.Settings()) \
+        if os.environ.get('EXPLORER_COMPARE') else None
+    sentence = 'A gripping, beautifully acted film , if a bit too long .'
     driver = chromium(1200, 2000)
     try:
-        with Server(session) as base:
-            seen = views(driver, base, 'A gripping, beautifully acted film , if a bit too long .',
-                         folder)
+        with Server(session, other) as base:
+            seen = views(driver, base, sentence, folder)
+            if other:
+                driver.get(base + '#/compare?text=' + sentence)
+                wait_for(driver, '#compare-count', 600)
+                driver.save_screenshot(os.path.join(folder, 'explorer_compare.png'))
     finally:
         driver.quit()
     assert seen['most_retrieved'] > 0

@@ -339,6 +339,9 @@ async function start() {
   try { INFO = await api.info(); } catch (problem) { return showError(problem.message); }
   document.getElementById('run').replaceChildren(bdi(INFO.model), ' · ',
     INFO.has_dknn ? 'DkNN k=' + INFO.k + ' (' + INFO.backend + ')' : 'no DkNN (no calibration split)',
+    el('span', {id: 'header-accuracy'}, Object.entries(INFO.accuracy || {}).map(([split, a]) =>
+      [' · ', bdi(split), ' accuracy: softmax ' + a.softmax.toFixed(4),
+       a.dknn === null ? '' : ', DkNN ' + a.dknn.toFixed(4)])),
     STATIC ? ' · static export. ' + (INFO.produced_by || '') : '');
   if (STATIC) document.querySelector('nav a[data-view="training"]').remove();
   if (!INFO.compare) document.querySelector('nav a[data-view="compare"]').remove();
