@@ -118,16 +118,16 @@ def views(driver, base, sentence, folder=None):
         wait_for(driver, '#dataset-table tr.row')
         driver.save_screenshot(os.path.join(folder, 'explorer_dataset.png'))
     driver.get(base + '#/training?split=test')
-    wait_for(driver, '#most-retrieved li', 120)
+    wait_for(driver, '#most-retrieved li', 900)      # minutes on a real run's 70k examples
     seen['most_retrieved'] = len(driver.find_elements(By.CSS_SELECTOR, '#most-retrieved > ol > li'))
     Select(driver.find_element(By.ID, 'training-split')).select_by_value('dev')
-    WebDriverWait(driver, 60).until(lambda d: 'split=dev' in d.current_url
+    WebDriverWait(driver, 900).until(lambda d: 'split=dev' in d.current_url
                                     and d.find_elements(By.CSS_SELECTOR, '#most-retrieved li'))
     seen['training_split'] = driver.find_element(By.CSS_SELECTOR, '#most-retrieved p').text
     if folder:
         driver.save_screenshot(os.path.join(folder, 'explorer_training.png'))
     driver.get(base + '#/metrics?split=test')
-    wait_for(driver, '#accuracy-dknn', 120)
+    wait_for(driver, '#accuracy-dknn', 900)
     seen['accuracy'] = {name: driver.find_element(By.ID, 'accuracy-' + name).text
                         for name in ('softmax', 'dknn')}
     seen['reliability'] = len(driver.find_elements(By.CSS_SELECTOR, 'canvas.reliability'))
@@ -150,7 +150,7 @@ GOLD_PIXELS = ('const c = document.getElementById("embedding-canvas");'
 def place_in_embedding(driver, base, sentence):
     """The embedding view's count line and (drawn, gold) pixels after placing `sentence`."""
     driver.get(base + '#/embedding')
-    wait_for(driver, '#embedding-canvas', 120)
+    wait_for(driver, '#embedding-canvas', 900)
     box = driver.find_element(By.ID, 'embedding-text')
     box.send_keys(sentence)
     driver.find_element(By.ID, 'embed-button').click()
