@@ -14,7 +14,6 @@ A request names its input: {'text': ...}, {'premise': ..., 'hypothesis': ...} fo
 pair model, or {'split': ..., 'index': ...} for a stored example. New text is tokenized
 as every command tokenizes new text for the run (model_setup.Setup.tokenize).
 """
-import contextlib
 import dataclasses
 import functools
 import os
@@ -31,6 +30,7 @@ from deepknn.explorer import answers
 from deepknn.explorer import editor
 from deepknn.explorer import embedding
 from deepknn.explorer import queries
+from deepknn.explorer import searching
 from deepknn.explorer import split_cache
 from deepknn.feng import input_reduction
 from deepknn.reports import saliency_report
@@ -77,24 +77,6 @@ def run_state(setup):
         return [(s.st_ino, s.st_size, s.st_mtime_ns) for s in map(os.stat, paths)]
     except OSError:
         return None
-
-
-@contextlib.contextmanager
-def one_search_thread():
-    """faiss's searches on one OpenMP thread meanwhile: one input's few rows are
-    memory-bound, and a second thread only contends on a busy machine (0.23 s against
-    0.35 s per typed sentence over 68,265 training examples, 2 loaded cores)."""
-    try:
-        import faiss
-    except ImportError:       # another backend: nothing to set
-        yield
-        return
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(before)
 
 
 class ExplorerSession:
@@ -258,14 +240,15 @@ class ExplorerSession:
     def predict(self, request, all_layers=False):
         """The input view of one request (see the module docstring)."""
         tokens, gold, source = self.resolve_input(request)
-        with self.lock, one_search_thread():
+        with self.lock, searching.one_search_thread():
             ids = self.setup.encode([(tokens, None)])[0][0]
             layers = dknn_lib.checked_activations(
                 self.setup.model.layer_activations([ids], 1), 'input')
-            result = self.dknn.predict_from_activations(layers) if self.dknn else None
             trusted = trust_lib.trust_scores(self.trust, layers) if self.trust else {}
+            dknn = searching.FirstQuery(self.dknn) if self.dknn else None
             maps = saliency.interpret_all(self.setup, self.methods, [(tokens, gold)],
-                                          self.dknn, progress=False) if self.methods else {}
+                                          dknn, progress=False) if self.methods else {}
+            result = dknn and dknn.full_input(layers)
         names = self.setup.label_names
         answer = {'input': self.describe_input(tokens, gold, source),
                   'softmax': answers.probabilities(calibration.softmax(layers[-1])[0], names),

@@ -645,3 +645,18 @@ def test_compare_refuses_runs_of_other_labels_in_one_line(run, tmp_path, capsys,
     status, err = cli_helpers.cli(explore.main, ['--model-setup', run, '--compare', run,
                                                  '--export', str(tmp_path / 'x')], capsys)
     cli_helpers.assert_one_line_error(status, err, '--compare serves two runs')
+
+
+def test_the_input_view_reuses_the_maps_query_only_for_the_same_input(session):
+    setup = session.setup
+    layers = setup.model.layer_activations([setup.encode([(['a', 'fine', 'plot'], None)])[0][0]])
+    direct = session.dknn.predict_from_activations(layers)
+    other = setup.model.layer_activations([setup.encode([(['awful'], None)])[0][0]])
+    first = explorer.searching.FirstQuery(session.dknn)
+    first.predict_from_activations([np.concatenate([a, b]) for a, b in zip(layers, other)])
+    reused = first.full_input(layers)
+    assert np.array_equal(reused['neighbors'], direct['neighbors'])
+    assert reused['credibility'] == pytest.approx(direct['credibility'])
+    mismatched = explorer.searching.FirstQuery(session.dknn)
+    mismatched.predict_from_activations(other)         # another input first: not reused
+    assert np.array_equal(mismatched.full_input(layers)['neighbors'], direct['neighbors'])
