@@ -148,23 +148,24 @@ async function inputView(input) {
   if (!input) return;
   view.appendChild(el('p', {class: 'busy'}, 'computing…'));
   const edited = input.from_split !== undefined;
-  const request = Object.fromEntries(Object.entries(input).filter(([name]) =>
+  // What is asked: the input without the edit's source (from_split, from_index).
+  const asked = Object.fromEntries(Object.entries(input).filter(([name]) =>
     !name.startsWith('from_')));
   let answer, edit;
   try {
     if (edited) {
       edit = await api.edit({original: {split: input.from_split, index: Number(input.from_index)},
-                             edited: request, all_layers: STATIC !== null});
+                             edited: asked, all_layers: STATIC !== null});
       answer = edit.after;
-    } else answer = await api.predict(Object.assign({}, request, {all_layers: STATIC !== null}));
+    } else answer = await api.predict(Object.assign({}, asked, {all_layers: STATIC !== null}));
   } catch (problem) { return showError(problem.message); }
   view.querySelector('.busy').remove();
   if (input.split !== undefined) fillForm(form, answer);
   if (edited) view.appendChild(diffPanel(edit, {split: input.from_split, index: input.from_index}));
   view.appendChild(predictionPanel(answer));
   view.appendChild(mapsPanel(answer));
-  view.appendChild(neighborsPanel(answer, request));
-  if (!STATIC) view.appendChild(reductionPanel(request));
+  view.appendChild(neighborsPanel(answer, asked));
+  if (!STATIC) view.appendChild(reductionPanel(asked));
 }
 
 function probabilityList(values) {
