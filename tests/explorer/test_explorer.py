@@ -660,3 +660,26 @@ def test_the_input_view_reuses_the_maps_query_only_for_the_same_input(session):
     mismatched = explorer.searching.FirstQuery(session.dknn)
     mismatched.predict_from_activations(other)         # another input first: not reused
     assert np.array_equal(mismatched.full_input(layers)['neighbors'], direct['neighbors'])
+
+
+def test_the_progress_endpoint_follows_an_evaluation_block_by_block(run, monkeypatch):
+    import threading
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K),
+                                                                   reuse_evaluations=False))
+    client = TestClient(explorer_app.make_app(session))
+    evaluate = explorer.split_cache.evaluate
+    halfway, release = threading.Event(), threading.Event()
+
+    def paused(setup, dknn, examples, batchsize, progress):
+        progress(1, 3)            # as evaluate reports after its first of 3 blocks
+        halfway.set()
+        release.wait(60)
+        return evaluate(setup, dknn, examples, batchsize, progress)
+    monkeypatch.setattr(explorer.split_cache, 'evaluate', paused)
+    opening = threading.Thread(target=lambda: client.get('/api/dataset', params={'split': 'dev'}))
+    opening.start()
+    assert halfway.wait(60)
+    assert client.get('/api/progress', params={'split': 'dev'}).json() == {'done': 1, 'total': 3}
+    release.set()
+    opening.join(60)
+    assert client.get('/api/progress', params={'split': 'dev'}).json() is None   # done

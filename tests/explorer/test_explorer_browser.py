@@ -384,3 +384,31 @@ def test_two_runs_side_by_side_and_their_disagreements(run, tmp_path, data_files
                        for s in sessions]
     assert rows == expected and count.startswith('{} of 60 test examples'.format(
         int((predicted[0] != predicted[1]).sum())))
+
+
+def test_the_page_shows_an_evaluations_progress(run, monkeypatch):
+    import threading
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K),
+                                                                   reuse_evaluations=False))
+    evaluate = explorer.split_cache.evaluate
+    release = threading.Event()
+
+    def paused(setup, dknn, examples, batchsize, progress):
+        progress(2, 5)             # as evaluate reports after its second of 5 blocks
+        release.wait(60)
+        return evaluate(setup, dknn, examples, batchsize, progress)
+    monkeypatch.setattr(explorer.split_cache, 'evaluate', paused)
+    driver = chromium()
+    try:
+        with Server(session) as base:
+            driver.get(base + '#/dataset?split=dev')
+            WebDriverWait(driver, 30).until(lambda d: 'block 2 of 5' in d.find_element(
+                By.ID, 'progress').text)
+            shown = driver.find_element(By.ID, 'progress').text
+            release.set()
+            wait_for(driver, '#dataset-table tr.row')
+            gone = driver.find_elements(By.ID, 'progress')
+    finally:
+        release.set()
+        driver.quit()
+    assert shown == 'evaluating dev: block 2 of 5…' and gone == []
