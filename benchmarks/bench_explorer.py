@@ -13,15 +13,20 @@ loaded session through Starlette's test client (the app in this process, no netw
   wrong only, a free-text search);
 - the input view of each of the first --sentences test sentences typed as text (every
   map, the neighbours in every DkNN layer);
-- the embedding view of the last hidden layer: its projection fitted once (reported),
-  then the server's answer (every training point), and with --browser the whole view in
-  headless Chromium (request, JSON, drawing on the canvas) until it is drawn.
+- the embedding view of the last hidden layer: a session's first request (its
+  projection fitted and cached, or read from that cache), then the server's answer
+  (every training point), and with --browser the whole view in headless Chromium
+  (request, JSON, drawing on the canvas) until it is drawn.
+
+--measure picks some of them (open, pages, sentences, embedding), e.g. `--measure
+sentences` for a transformer run whose training split takes long to evaluate.
 
 Each warm measurement --repeats times: median and min-max, and the ratio of the last
 run's median to the first's. Targets (2 CPU cores): CNN < 0.3 s and MiniLM < 2 s per
 sentence, a page < 0.5 s, the embedding view < 2 s once its projection is cached.
 Writes a Markdown table to --out (an existing file is replaced only with --overwrite).
 """
+import argparse
 import os
 import statistics
 import sys
@@ -49,6 +54,19 @@ PAGES = (('page 1', {}), ('page 200', {'page': '200'}),
                                                       'sort': 'dknn_prediction'}))
 
 
+MEASUREMENTS = ('open', 'pages', 'sentences', 'embedding')
+
+
+def measurements(text):
+    """argparse type of --measure: a comma-separated subset of MEASUREMENTS."""
+    names = [name.strip() for name in text.split(',') if name.strip()]
+    unknown = [name for name in names if name not in MEASUREMENTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError('{!r}: choose among {}'.format(
+            text, ', '.join(MEASUREMENTS)))
+    return names
+
+
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     cli.add_model_setup(parser, nargs='+', help='args.json of each run, smallest training '
@@ -59,6 +77,9 @@ def parse_args(argv=None):
                         help='input views of the first N test sentences')
     parser.add_argument('--cold-repeats', type=cli.positive_int, default=1,
                         help='timed first opens of the training split (each evaluates it)')
+    parser.add_argument('--measure', default=','.join(MEASUREMENTS), type=measurements,
+                        help='comma-separated measurements among {} (default: all)'.format(
+                            ', '.join(MEASUREMENTS)))
     parser.add_argument('--browser', action='store_true',
                         help='also time the embedding view in headless Chromium (selenium)')
     cli.add_repeats(parser, 5)
@@ -127,33 +148,47 @@ def browser_times(session, layer, repeats):
 
 
 def measure(path, args):
-    """{measurement name: (seconds list, target or None)} of one run, and its setup."""
-    cold, warm = first_opens(path, args)
+    """{measurement name: (seconds list, target or None)} of one run, its setup and its
+    training-set size."""
+    found = {}
+    if 'open' in args.measure:
+        cold, warm = first_opens(path, args)
+        found['training split, first open: model and DkNN over every example (s)'] = (cold, None)
+        found['training split, first open after a restart: read from the disk cache (s)'] = (
+            warm, None)
     session = open_session(path, args)
     client = TestClient(explorer_app.make_app(session))
-    n = len(session.examples['train'])
-    client.get('/api/dataset', params={'split': 'train'})    # loaded (from disk) before timing
-    found = {'training split, first open: model and DkNN over every example (s)': (cold, None),
-             'training split, first open after a restart: read from the disk cache (s)':
-             (warm, None)}
-    for name, params in PAGES:
-        query = dict(params, split='train', per_page='25')
-        found['dataset page of the training split, 25 rows: {} (s)'.format(name)] = (
-            [timed(lambda: client.get('/api/dataset', params=query))
-             for _ in range(args.repeats)], PAGE_TARGET)
-    target = SENTENCE_TARGETS.get(session.setup.config.model, DEFAULT_SENTENCE_TARGET)
-    found['typed sentence: every map + neighbours in every layer (s per sentence, mean over '
-          '{})'.format(args.sentences)] = (sentence_times(client, session.setup, args), target)
+    if 'pages' in args.measure:
+        client.get('/api/dataset', params={'split': 'train'})   # loaded before timing
+        for name, params in PAGES:
+            query = dict(params, split='train', per_page='25')
+            found['dataset page of the training split, 25 rows: {} (s)'.format(name)] = (
+                [timed(lambda: client.get('/api/dataset', params=query))
+                 for _ in range(args.repeats)], PAGE_TARGET)
+    if 'sentences' in args.measure:
+        target = SENTENCE_TARGETS.get(session.setup.config.model, DEFAULT_SENTENCE_TARGET)
+        found['typed sentence: every map + neighbours in every layer (s per sentence, mean '
+              'over {})'.format(args.sentences)] = (sentence_times(client, session.setup, args),
+                                                    target)
+    if 'embedding' in args.measure:
+        found.update(embedding_times(session, client, args))
+    return found, session.setup, len(session.examples['train'])
+
+
+def embedding_times(session, client, args):
+    """The embedding view's measurements: the projection once, then the server's answer
+    and (--browser) the view in Chromium."""
     layer = session.dknn.n_layers - 2
-    found['embedding: fitting and caching the projection, once (s)'] = (
-        [timed(lambda: client.get('/api/embedding', params={'layer': layer}))], None)
-    found['embedding: the server\'s answer, every training point (s)'] = (
-        [timed(lambda: client.get('/api/embedding', params={'layer': layer}))
-         for _ in range(args.repeats)], None)
+    found = {'embedding: a session\'s first request (projection read from the run folder, '
+             'or fitted and cached) (s)': (
+        [timed(lambda: client.get('/api/embedding', params={'layer': layer}))], None),
+        'embedding: the server\'s answer, every training point (s)': (
+            [timed(lambda: client.get('/api/embedding', params={'layer': layer}))
+             for _ in range(args.repeats)], None)}
     if args.browser:
         found['embedding view in headless Chromium: request, JSON and canvas drawn (s)'] = (
             browser_times(session, layer, args.repeats), EMBEDDING_TARGET)
-    return found, session.setup, n
+    return found
 
 
 def table_rows(results, sizes):

@@ -107,6 +107,12 @@ class SplitTable:
         return cls(name, examples, split_cache.evaluate(setup, dknn, examples, batchsize,
                                                         progress), setup)
 
+    def accuracy(self):
+        """{'softmax', 'dknn' (None without a DkNN)}: the fractions of rows predicted right."""
+        return {'softmax': float(np.mean(self.softmax_prediction == self.gold)),
+                'dknn': None if self.dknn_prediction is None else
+                float(np.mean(self.dknn_prediction == self.gold))}
+
     @property
     def hidden(self):
         """(N, D) activations of the last hidden layer (Rajani et al.'s kNN layer)."""

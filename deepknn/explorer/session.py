@@ -31,6 +31,7 @@ from deepknn.explorer import answers
 from deepknn.explorer import editor
 from deepknn.explorer import embedding
 from deepknn.explorer import queries
+from deepknn.explorer import searching
 from deepknn.explorer import split_cache
 from deepknn.feng import input_reduction
 from deepknn.reports import saliency_report
@@ -143,6 +144,7 @@ class ExplorerSession:
                 'temperature': self.temperature, 'has_dknn': self.dknn is not None,
                 'splits': {name: len(examples) for name, examples in self.examples.items()},
                 'max_characters': self.settings.max_characters,
+                'accuracy': {name: table.accuracy() for name, table in list(self.tables.items())},
                 'legend': answers.legend(config.pair),
                 'normalization': '{} ({})'.format(
                     DEFAULT_NORMALIZATION, NORMALIZATIONS[DEFAULT_NORMALIZATION])}
@@ -243,14 +245,15 @@ class ExplorerSession:
     def predict(self, request, all_layers=False):
         """The input view of one request (see the module docstring)."""
         tokens, gold, source = self.resolve_input(request)
-        with self.lock:
+        with self.lock, searching.one_search_thread():
             ids = self.setup.encode([(tokens, None)])[0][0]
             layers = dknn_lib.checked_activations(
                 self.setup.model.layer_activations([ids], 1), 'input')
-            result = self.dknn.predict_from_activations(layers) if self.dknn else None
             trusted = trust_lib.trust_scores(self.trust, layers) if self.trust else {}
+            dknn = searching.FirstQuery(self.dknn) if self.dknn else None
             maps = saliency.interpret_all(self.setup, self.methods, [(tokens, gold)],
-                                          self.dknn, progress=False) if self.methods else {}
+                                          dknn, progress=False) if self.methods else {}
+            result = dknn and dknn.full_input(layers)
         names = self.setup.label_names
         answer = {'input': self.describe_input(tokens, gold, source),
                   'softmax': answers.probabilities(calibration.softmax(layers[-1])[0], names),

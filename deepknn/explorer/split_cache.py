@@ -71,6 +71,7 @@ def cache_path(result_dir, name, key, kind='split'):
 
 
 def split_key(base_key, name, examples):
+    """The key of one split's cache: the run's (run_key), its name and its examples."""
     return '{}|{}|{}'.format(base_key, name, nlp_utils.examples_digest(examples))
 
 

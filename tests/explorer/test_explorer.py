@@ -509,6 +509,8 @@ def test_the_metrics_panel_gives_run_dknns_accuracy_and_sklearns_confusion(run, 
     assert [b['count'] for b in dknn['reliability']['bins']] == bins['count'].tolist()
     assert [b['accuracy'] for b in dknn['reliability']['bins'] if b['count']] == pytest.approx(
         bins['accuracy'][bins['count'] > 0].tolist())
+    header = client.get('/api/info').json()['accuracy']['test']      # shown in the header
+    assert header == {'softmax': softmax['accuracy'], 'dknn': dknn['accuracy']}
     assert client.get('/api/metrics', params={'split': 'nope'}).status_code == 400
 
 
@@ -673,3 +675,41 @@ def test_compare_refuses_runs_of_other_labels_in_one_line(run, tmp_path, capsys,
     status, err = cli_helpers.cli(explore.main, ['--model-setup', run, '--compare', run,
                                                  '--export', str(tmp_path / 'x')], capsys)
     cli_helpers.assert_one_line_error(status, err, '--compare serves two runs')
+
+
+def test_the_input_view_reuses_the_maps_query_only_for_the_same_input(session):
+    setup = session.setup
+    layers = setup.model.layer_activations([setup.encode([(['a', 'fine', 'plot'], None)])[0][0]])
+    direct = session.dknn.predict_from_activations(layers)
+    other = setup.model.layer_activations([setup.encode([(['awful'], None)])[0][0]])
+    first = explorer.searching.FirstQuery(session.dknn)
+    first.predict_from_activations([np.concatenate([a, b]) for a, b in zip(layers, other)])
+    reused = first.full_input(layers)
+    assert np.array_equal(reused['neighbors'], direct['neighbors'])
+    assert reused['credibility'] == pytest.approx(direct['credibility'])
+    mismatched = explorer.searching.FirstQuery(session.dknn)
+    mismatched.predict_from_activations(other)         # another input first: not reused
+    assert np.array_equal(mismatched.full_input(layers)['neighbors'], direct['neighbors'])
+
+
+def test_the_progress_endpoint_follows_an_evaluation_block_by_block(run, monkeypatch):
+    import threading
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K),
+                                                                   reuse_evaluations=False))
+    client = TestClient(explorer_app.make_app(session))
+    evaluate = explorer.split_cache.evaluate
+    halfway, release = threading.Event(), threading.Event()
+
+    def paused(setup, dknn, examples, batchsize, progress):
+        progress(1, 3)            # as evaluate reports after its first of 3 blocks
+        halfway.set()
+        release.wait(60)
+        return evaluate(setup, dknn, examples, batchsize, progress)
+    monkeypatch.setattr(explorer.split_cache, 'evaluate', paused)
+    opening = threading.Thread(target=lambda: client.get('/api/dataset', params={'split': 'dev'}))
+    opening.start()
+    assert halfway.wait(60)
+    assert client.get('/api/progress', params={'split': 'dev'}).json() == {'done': 1, 'total': 3}
+    release.set()
+    opening.join(60)
+    assert client.get('/api/progress', params={'split': 'dev'}).json() is None   # done

@@ -45,6 +45,7 @@ def views(driver, base, sentence, folder=None):
     seen = {}
     type_and_predict(driver, base, sentence)
     seen['softmax'] = driver.find_element(By.ID, 'softmax-prediction').text
+    seen['header'] = driver.find_element(By.ID, 'run').text
     seen['credibility'] = driver.find_element(By.ID, 'credibility').text
     seen['trust'] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, 'tr.trust th')]
     seen['maps'] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, 'tr.map td.method')]
@@ -119,16 +120,16 @@ def views(driver, base, sentence, folder=None):
         wait_for(driver, '#dataset-table tr.row')
         driver.save_screenshot(os.path.join(folder, 'explorer_dataset.png'))
     driver.get(base + '#/training?split=test')
-    wait_for(driver, '#most-retrieved li', 120)
+    wait_for(driver, '#most-retrieved li', 900)      # minutes on a real run's 70k examples
     seen['most_retrieved'] = len(driver.find_elements(By.CSS_SELECTOR, '#most-retrieved > ol > li'))
     Select(driver.find_element(By.ID, 'training-split')).select_by_value('dev')
-    WebDriverWait(driver, 60).until(lambda d: 'split=dev' in d.current_url
+    WebDriverWait(driver, 900).until(lambda d: 'split=dev' in d.current_url
                                     and d.find_elements(By.CSS_SELECTOR, '#most-retrieved li'))
     seen['training_split'] = driver.find_element(By.CSS_SELECTOR, '#most-retrieved p').text
     if folder:
         driver.save_screenshot(os.path.join(folder, 'explorer_training.png'))
     driver.get(base + '#/metrics?split=test')
-    wait_for(driver, '#accuracy-dknn', 120)
+    wait_for(driver, '#accuracy-dknn', 900)
     seen['accuracy'] = {name: driver.find_element(By.ID, 'accuracy-' + name).text
                         for name in ('softmax', 'dknn')}
     seen['reliability'] = len(driver.find_elements(By.CSS_SELECTOR, 'canvas.reliability'))
@@ -151,7 +152,7 @@ GOLD_PIXELS = ('const c = document.getElementById("embedding-canvas");'
 def place_in_embedding(driver, base, sentence):
     """The embedding view's count line and (drawn, gold) pixels after placing `sentence`."""
     driver.get(base + '#/embedding')
-    wait_for(driver, '#embedding-canvas', 120)
+    wait_for(driver, '#embedding-canvas', 900)
     box = driver.find_element(By.ID, 'embedding-text')
     box.send_keys(sentence)
     driver.find_element(By.ID, 'embed-button').click()
@@ -232,6 +233,8 @@ def test_a_browser_walks_every_view_and_opens_the_export(run, tmp_path):
     assert seen['accuracy'] == {'softmax': '{:.4f}'.format(report['softmax_accuracy']),
                                 'dknn': '{:.4f}'.format(report['dknn_accuracy'])}
     assert seen['reliability'] == 2
+    assert 'test accuracy: softmax {:.4f}, DkNN {:.4f}'.format(
+        report['softmax_accuracy'], report['dknn_accuracy']) in seen['header']
     before = session.predict({'split': 'test', 'index': 3})
     after = session.predict({'text': before['input']['editable']['text'] + ' awful awful'})
     assert seen['filled'] == before['input']['editable']['text']
@@ -309,16 +312,23 @@ def test_the_static_export_pages_rows_as_the_server_does(run, tmp_path):
 
 @pytest.mark.skipif(not os.environ.get('EXPLORER_SCREENSHOTS'),
                     reason='README screenshots: set EXPLORER_SCREENSHOTS=folder and '
-                           'EXPLORER_RUN=args.json of a trained run')
+                           'EXPLORER_RUN=args.json of a trained run (EXPLORER_COMPARE=args.json '
+                           'of a second run of its dataset adds the Compare view)')
 def test_screenshots_of_a_real_run():
     folder = os.environ['EXPLORER_SCREENSHOTS']
     os.makedirs(folder, exist_ok=True)
     session = explorer.ExplorerSession.open(os.environ['EXPLORER_RUN'], explorer.Settings())
+    other = explorer.ExplorerSession.open(os.environ['EXPLORER_COMPARE'], explorer.Settings()) \
+        if os.environ.get('EXPLORER_COMPARE') else None
+    sentence = 'A gripping, beautifully acted film , if a bit too long .'
     driver = chromium(1200, 2000)
     try:
-        with Server(session) as base:
-            seen = views(driver, base, 'A gripping, beautifully acted film , if a bit too long .',
-                         folder)
+        with Server(session, other) as base:
+            seen = views(driver, base, sentence, folder)
+            if other:
+                driver.get(base + '#/compare?text=' + sentence)
+                wait_for(driver, '#compare-count', 600)
+                driver.save_screenshot(os.path.join(folder, 'explorer_compare.png'))
     finally:
         driver.quit()
     assert seen['most_retrieved'] > 0
@@ -377,3 +387,31 @@ def test_two_runs_side_by_side_and_their_disagreements(run, tmp_path, data_files
                        for s in sessions]
     assert rows == expected and count.startswith('{} of 60 test examples'.format(
         int((predicted[0] != predicted[1]).sum())))
+
+
+def test_the_page_shows_an_evaluations_progress(run, monkeypatch):
+    import threading
+    session = explorer.ExplorerSession.open(run, explorer.Settings(DkNNSettings(k=K),
+                                                                   reuse_evaluations=False))
+    evaluate = explorer.split_cache.evaluate
+    release = threading.Event()
+
+    def paused(setup, dknn, examples, batchsize, progress):
+        progress(2, 5)             # as evaluate reports after its second of 5 blocks
+        release.wait(60)
+        return evaluate(setup, dknn, examples, batchsize, progress)
+    monkeypatch.setattr(explorer.split_cache, 'evaluate', paused)
+    driver = chromium()
+    try:
+        with Server(session) as base:
+            driver.get(base + '#/dataset?split=dev')
+            WebDriverWait(driver, 30).until(lambda d: 'block 2 of 5' in d.find_element(
+                By.ID, 'progress').text)
+            shown = driver.find_element(By.ID, 'progress').text
+            release.set()
+            wait_for(driver, '#dataset-table tr.row')
+            gone = driver.find_elements(By.ID, 'progress')
+    finally:
+        release.set()
+        driver.quit()
+    assert shown == 'evaluating dev: block 2 of 5…' and gone == []

@@ -148,24 +148,25 @@ async function inputView(input) {
   if (!input) return;
   view.appendChild(el('p', {class: 'busy'}, 'computing…'));
   const edited = input.from_split !== undefined;
-  const request = Object.fromEntries(Object.entries(input).filter(([name]) =>
+  // What is asked: the input without the edit's source (from_split, from_index).
+  const asked = Object.fromEntries(Object.entries(input).filter(([name]) =>
     !name.startsWith('from_')));
   let answer, edit;
   try {
     if (edited) {
       edit = await api.edit({original: {split: input.from_split, index: Number(input.from_index)},
-                             edited: request, all_layers: STATIC !== null});
+                             edited: asked, all_layers: STATIC !== null});
       answer = edit.after;
-    } else answer = await api.predict(Object.assign({}, request, {all_layers: STATIC !== null}));
+    } else answer = await api.predict(Object.assign({}, asked, {all_layers: STATIC !== null}));
   } catch (problem) { return showError(problem.message); }
   view.querySelector('.busy').remove();
   if (input.split !== undefined) fillForm(form, answer);
   if (edited) view.appendChild(diffPanel(edit, {split: input.from_split, index: input.from_index}));
   view.appendChild(predictionPanel(answer));
   view.appendChild(mapsPanel(answer));
-  view.appendChild(neighborsPanel(answer, request));
+  view.appendChild(neighborsPanel(answer, asked));
   if (answer.attribution) view.appendChild(attributionPanel(answer.attribution));
-  if (!STATIC) view.appendChild(reductionPanel(request));
+  if (!STATIC) view.appendChild(reductionPanel(asked));
 }
 
 function probabilityList(values) {
@@ -355,6 +356,9 @@ async function start() {
   try { INFO = await api.info(); } catch (problem) { return showError(problem.message); }
   document.getElementById('run').replaceChildren(bdi(INFO.model), ' · ',
     INFO.has_dknn ? 'DkNN k=' + INFO.k + ' (' + INFO.backend + ')' : 'no DkNN (no calibration split)',
+    el('span', {id: 'header-accuracy'}, Object.entries(INFO.accuracy || {}).map(([split, a]) =>
+      [' · ', bdi(split), ' accuracy: softmax ' + a.softmax.toFixed(4),
+       a.dknn === null ? '' : ', DkNN ' + a.dknn.toFixed(4)])),
     STATIC ? ' · static export. ' + (INFO.produced_by || '') : '');
   if (STATIC) document.querySelector('nav a[data-view="training"]').remove();
   if (!INFO.compare) document.querySelector('nav a[data-view="compare"]').remove();
