@@ -111,7 +111,7 @@ def study_runs(args, halves, subclasses):
         study = study_lib.RunStudy(setup, settings, gradients.GaussianProjection(seed=args.seed),
                                    subclasses)
         truth = lds_truth(halves, study)
-        rows = study.measure(truth)
+        rows = report.with_intervals(study.measure(truth))
         name = run_name(setup)
         long += report.long_rows(name, rows, study.forward_seconds)
         table += report.run_table(name, rows, study.forward_seconds)

@@ -8,9 +8,12 @@ from deepknn.reports.tables import interval_text, number, signed_interval
 
 RUN_COLUMNS = ['run', 'method', 'identical_class', 'identical_subclass', 'lds',
                'lds_minus_reference', 'fit_s', 'per_input_s', 'per_input_vs_forward']
-SHARES = {'identical_class': 'same_class', 'identical_subclass': 'same_subclass'}
-CSV_COLUMNS = ['run', 'method'] + [m + suffix for m in SHARES for suffix in ('', '_low', '_high')] \
-    + ['lds', 'lds_low', 'lds_high', 'lds_n', 'fit_s', 'per_input_s', 'forward_per_input_s']
+# measure -> the per-input array of a study row it is the mean of
+MEASURES = {'identical_class': 'same_class', 'identical_subclass': 'same_subclass',
+            'lds': 'lds'}
+CSV_COLUMNS = ['run', 'method'] + [m + suffix for m in MEASURES
+                                   for suffix in ('', '_low', '_high')] \
+    + ['lds_n', 'fit_s', 'per_input_s', 'forward_per_input_s']
 SEED_COLUMNS = ['method', 'runs', 'identical_class', 'identical_subclass', 'lds']
 NOISY_COLUMNS = ['run', 'method', 'average_precision', 'auroc', 'precision_at_k']
 NOISY_SEED_COLUMNS = ['method', 'runs', 'average_precision', 'auroc', 'precision_at_k']
@@ -19,33 +22,35 @@ EXAMPLE_METHODS = ('knn l2, {penultimate}', 'dknn-vote signed', 'representer', '
                    'trak')
 
 
+def with_intervals(rows):
+    """`rows` (the study's, one per variant), each given 'intervals': {measure: the
+    bootstrap Interval over test inputs} of the MEASURES it has; computed once for the
+    CSV, the Markdown table and the figure."""
+    for row in rows:
+        row['intervals'] = {measure: bootstrap_ci(np.asarray(row[key], dtype=np.float64))
+                            for measure, key in MEASURES.items() if key in row}
+    return rows
+
+
 def long_rows(run, rows, forward_s):
-    """CSV rows (numbers) of one run's measured variants."""
+    """CSV rows (numbers) of one run's measured variants (rows of with_intervals)."""
     out = []
     for row in rows:
-        lds = bootstrap_ci(row['lds']) if 'lds' in row else None
-        cells = {'run': run, 'method': row['variant'].label,
-                 'lds': lds.mean if lds else '', 'lds_low': lds.low if lds else '',
-                 'lds_high': lds.high if lds else '', 'lds_n': lds.n if lds else 0,
-                 'fit_s': row['fit_s'], 'per_input_s': row['per_input_s'],
-                 'forward_per_input_s': forward_s}
-        for measure, key in SHARES.items():
-            share = _share(row, key)
-            cells.update({measure: share.mean if share else '',
-                          measure + '_low': share.low if share else '',
-                          measure + '_high': share.high if share else ''})
+        cells = {'run': run, 'method': row['variant'].label, 'fit_s': row['fit_s'],
+                 'per_input_s': row['per_input_s'], 'forward_per_input_s': forward_s,
+                 'lds_n': row['intervals']['lds'].n if 'lds' in row['intervals'] else 0}
+        for measure in MEASURES:
+            found = row['intervals'].get(measure)
+            cells.update({measure: found.mean if found else '',
+                          measure + '_low': found.low if found else '',
+                          measure + '_high': found.high if found else ''})
         out.append(cells)
     return out
 
 
-def _share(row, key):
-    """The bootstrap interval of a per-input bool of `row` (None where it lacks it)."""
-    return bootstrap_ci(row[key].astype(np.float64)) if key in row else None
-
-
 def run_table(run, rows, forward_s):
-    """Markdown rows of one run: intervals, the LDS paired with the reference method's,
-    and the cost beside the forward pass."""
+    """Markdown rows of one run (rows of with_intervals): intervals, the LDS paired with
+    the reference method's, and the cost beside the forward pass."""
     reference = next((r for r in rows if r['variant'].label == REFERENCE), None)
     table = []
     for row in rows:
@@ -54,9 +59,8 @@ def run_table(run, rows, forward_s):
             d = paired_bootstrap_ci(row['lds'], reference['lds'])
             paired = signed_interval(d.mean, d.low, d.high)
         table.append({'run': run, 'method': row['variant'].label,
-                      **{m: interval_text(_share(row, k)) if k in row else ''
-                         for m, k in SHARES.items()},
-                      'lds': interval_text(bootstrap_ci(row['lds'])) if 'lds' in row else '',
+                      **{m: interval_text(row['intervals'][m]) if m in row['intervals']
+                         else '' for m in MEASURES},
                       'lds_minus_reference': paired, 'fit_s': number(row['fit_s'], 2),
                       'per_input_s': '{:.2g}'.format(row['per_input_s']),
                       'per_input_vs_forward': '{:.1f}x'.format(row['per_input_s'] / forward_s)})
@@ -94,19 +98,20 @@ def noisy_table(long):
                                                  'precision_at_k')}) for r in long]
 
 
-FIGURE_PANELS = (('lds', 'LDS (Spearman)'), ('same_class', 'identical class (share)'),
-                 ('same_subclass', 'identical subclass (share)'))
+FIGURE_PANELS = (('lds', 'LDS (Spearman)'), ('identical_class', 'identical class (share)'),
+                 ('identical_subclass', 'identical subclass (share)'))
 
 
 def measures_figure(rows, title):
     """Horizontal bars per method, one panel per measure the rows have (LDS, identical
-    class, identical subclass): the mean over test inputs with its 95% interval, one run."""
-    panels = [(key, label) for key, label in FIGURE_PANELS if key in rows[0]]
+    class, identical subclass): the mean over test inputs with its 95% interval, one run
+    (rows of with_intervals)."""
+    panels = [(key, label) for key, label in FIGURE_PANELS if key in rows[0]['intervals']]
     figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 2.5,
                                                          0.28 * len(rows) + 1.5),
                                 sharey=True, squeeze=False)
     for axis, (key, label) in zip(axes[0], panels):
-        intervals = [bootstrap_ci(np.asarray(r[key], dtype=np.float64)) for r in rows]
+        intervals = [r['intervals'][key] for r in rows]
         means = np.array([i.mean for i in intervals])
         errors = np.array([[i.mean - i.low for i in intervals],
                            [i.high - i.mean for i in intervals]])
